@@ -1,0 +1,43 @@
+//! Errors: every misuse of the lock is reported as a value.
+
+use std::fmt;
+
+/// What went wrong in a call on a [`Gil`](crate::Gil).
+///
+/// Every variant leaves the lock exactly as it was before the call: a failed
+/// call changes nothing (except [`GilError::Aborted`], which by design
+/// returns without the lock).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GilError {
+    /// `release` (or `handle_drop_request`) by a token that does not hold
+    /// the lock.
+    NotHolder,
+    /// `acquire` or `try_acquire` by the token that already holds the lock.
+    /// The lock is not re-entrant: the call would otherwise deadlock.
+    AlreadyHeld,
+    /// A switch interval outside `0..=MAX_SWITCH_INTERVAL_US` microseconds.
+    InvalidSwitchInterval(u64),
+    /// `close` of a lock that is held or awaited.
+    Busy,
+    /// `acquire_or_abort` gave up because its abort check said so.
+    Aborted,
+}
+
+impl fmt::Display for GilError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GilError::NotHolder => f.write_str("the calling token does not hold the lock"),
+            GilError::AlreadyHeld => f.write_str("the calling token already holds the lock (it is not re-entrant)"),
+            GilError::InvalidSwitchInterval(us) => write!(
+                f,
+                "switch interval of {us} µs is out of range (0..={} µs)",
+                crate::MAX_SWITCH_INTERVAL_US
+            ),
+            GilError::Busy => f.write_str("the lock is held or awaited"),
+            GilError::Aborted => f.write_str("the wait for the lock was aborted by the caller's check"),
+        }
+    }
+}
+
+impl std::error::Error for GilError {}

@@ -1,0 +1,613 @@
+//! The lock: CPython's new-GIL protocol around a one-word fast path.
+//!
+//! # The lock word
+//!
+//! | `state`            | meaning                         | who changes it, and how                              |
+//! |--------------------|---------------------------------|------------------------------------------------------|
+//! | `0`                | free, nobody waiting            | `acquire` fast path: CAS `0 → LOCKED`                |
+//! | `LOCKED`           | held, nobody waiting            | `release` fast path: CAS `LOCKED → 0`                |
+//! | `LOCKED \| WAITERS` | held, someone waits on the mutex | `release` goes through the mutex and wakes a waiter |
+//! | `WAITERS`          | free, waiters being woken       | acquisitions go through the mutex                    |
+//!
+//! `WAITERS` mirrors "`Slow::state.waiters > 0`" and is only changed under
+//! the mutex. While it is set every acquisition and release takes the mutex,
+//! which is what makes the classic protocol's reasoning ("the holder cannot
+//! release while I hold the mutex", "switch_number only moves under the
+//! mutex") hold for every waiter, exactly as in CPython where *every* take
+//! and drop takes `gil->mutex`. Without waiters there is nobody to reason
+//! about, so acquire + release cost two uncontended CAS.
+//!
+//! # Holder-written fields
+//!
+//! `owner`, `last_holder`, `switch_number` and `acquisitions` are written only
+//! by the thread that holds the lock, so they are bumped with a plain
+//! load + store instead of a read-modify-write; the lock's own
+//! acquire/release ordering publishes them to the next holder. Readers
+//! without the lock (debuggers, stats) get a recent value.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use crate::config::{check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard};
+use crate::{GilConfig, GilError, Policy, Token};
+
+/// The lock is held.
+const LOCKED: u32 = 1;
+/// At least one thread waits under the mutex (or is about to).
+const WAITERS: u32 = 2;
+
+/// Why the holder lets go of the lock. Policies depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReleaseReason {
+    /// Around a blocking call (CPython: `Py_BEGIN_ALLOW_THREADS`). If a drop
+    /// request is pending it is answered like a forced release, as CPython's
+    /// `drop_gil` does.
+    Voluntary,
+    /// Answering a drop request (CPython: `_Py_HandlePending`). Does not
+    /// return until another thread has taken the lock, unless nobody waits.
+    Forced,
+    /// The thread will never take the lock again (it is exiting). Never waits,
+    /// and the token is forgotten as last holder so nobody reads a token that
+    /// may be about to dangle.
+    Final,
+}
+
+/// A snapshot of a lock's counters, all since creation (or the last
+/// [`Gil::reinit_after_fork`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Successful `acquire` / `try_acquire` calls.
+    pub acquisitions: u64,
+    /// Acquisitions by a different token than the previous holder
+    /// (CPython's `switch_number`).
+    pub switches: u64,
+    /// Drop requests raised by waiters (a repeated request for a drop already
+    /// pending is not counted again).
+    pub drop_requests: u64,
+    /// Forced releases after which another thread took the lock before the
+    /// releaser returned.
+    pub forced_switches: u64,
+    /// Time spent waiting in `acquire` calls that did not get the lock at once.
+    pub wait_time: Duration,
+}
+
+/// What a waiter checks when one switch interval has passed (see
+/// [`Gil::acquire_or_abort`]).
+type AbortCheck<'a> = Option<&'a mut dyn FnMut() -> bool>;
+
+/// Fields written on every acquisition, kept on one cache line.
+struct Hot {
+    state: AtomicU32,
+    /// The holding token, 0 if none (or in the instant around a hand-over).
+    owner: AtomicUsize,
+    /// The token that took the lock last (CPython's `last_holder`), 0 after
+    /// a final release.
+    last_holder: AtomicUsize,
+    switch_number: AtomicU64,
+    acquisitions: AtomicU64,
+}
+
+/// Waiting-room bookkeeping, only touched under `Slow::mutex`.
+#[derive(Default)]
+struct WaitRoom {
+    /// Threads in `acquire_slow`, whether blocked or about to take the lock.
+    waiters: usize,
+    /// Forced releasers waiting for somebody to take over.
+    switch_waiters: usize,
+    /// Under loom: how many times the model's clock has ticked.
+    #[cfg(gil_loom)]
+    ticks: u64,
+}
+
+/// The parts only the slow paths use. Replaced (never freed) by
+/// [`Gil::reinit_after_fork`], see there.
+struct Slow {
+    mutex: Mutex<WaitRoom>,
+    /// Waiters block here; a release signals one of them (CPython's `cond`).
+    cond: Condvar,
+    /// Forced releasers block here until a switch (CPython's `switch_cond`).
+    switch_cond: Condvar,
+}
+
+impl Slow {
+    fn new() -> Self {
+        Slow {
+            mutex: Mutex::new(WaitRoom::default()),
+            cond: Condvar::new(),
+            switch_cond: Condvar::new(),
+        }
+    }
+}
+
+/// A global interpreter lock: one instance per interpreter (or per
+/// sub-interpreter that owns one); any number may coexist in a process.
+///
+/// All methods take `&self`; share it between threads with `Arc` or a
+/// `static`. See the [crate docs](crate) for the protocol.
+pub struct Gil {
+    hot: CachePadded<Hot>,
+    /// "Holder, please drop": raised by a waiter, polled by the holder.
+    drop_request: CachePadded<AtomicBool>,
+    interval_us: AtomicU64,
+    drop_requests: AtomicU64,
+    forced_switches: AtomicU64,
+    wait_ns: AtomicU64,
+    policy: Policy,
+    on_drop_request: Option<DropRequestCallback>,
+    /// Always a valid `Box<Slow>` from `Box::into_raw`; freed only in `Drop`.
+    slow: AtomicPtr<Slow>,
+}
+
+impl Gil {
+    /// Builds a free lock from `config`.
+    ///
+    /// # Errors
+    /// [`GilError::InvalidSwitchInterval`] if the interval is out of range.
+    pub fn new(config: GilConfig) -> Result<Gil, GilError> {
+        let interval = check_switch_interval(config.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US))?;
+        Ok(Gil {
+            hot: CachePadded::new(Hot {
+                state: AtomicU32::new(0),
+                owner: AtomicUsize::new(0),
+                last_holder: AtomicUsize::new(0),
+                switch_number: AtomicU64::new(0),
+                acquisitions: AtomicU64::new(0),
+            }),
+            drop_request: CachePadded::new(AtomicBool::new(false)),
+            interval_us: AtomicU64::new(interval),
+            drop_requests: AtomicU64::new(0),
+            forced_switches: AtomicU64::new(0),
+            wait_ns: AtomicU64::new(0),
+            policy: config.policy,
+            on_drop_request: config.on_drop_request,
+            slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
+        })
+    }
+
+    /// Blocks until `token` holds the lock.
+    ///
+    /// While it waits, each full switch interval that passes without a
+    /// switch raises a drop request on the holder (flag + callback).
+    ///
+    /// # Errors
+    /// [`GilError::AlreadyHeld`] if `token` holds it already. A token that
+    /// made a [`ReleaseReason::Final`] release may acquire again: the lock
+    /// treats it as a new thread, because hosts recycle thread-state memory.
+    #[inline]
+    pub fn acquire(&self, token: Token) -> Result<(), GilError> {
+        self.check_not_holder(token)?;
+        if self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
+            self.became_holder(token);
+            return Ok(());
+        }
+        self.acquire_slow(token, None)
+    }
+
+    /// Like [`acquire`](Self::acquire), but each time a switch interval has
+    /// passed without getting the lock, `should_abort` is asked whether to
+    /// give up; if it says `true`, returns [`GilError::Aborted`] without the
+    /// lock. CPython uses this for threads that must exit during
+    /// finalization.
+    ///
+    /// `should_abort` runs under the lock's internal mutex: it must be short
+    /// and must not call into this lock.
+    pub fn acquire_or_abort(&self, token: Token, should_abort: &mut dyn FnMut() -> bool) -> Result<(), GilError> {
+        self.check_not_holder(token)?;
+        if self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
+            self.became_holder(token);
+            return Ok(());
+        }
+        self.acquire_slow(token, Some(should_abort))
+    }
+
+    /// Takes the lock if it is free right now; `Ok(false)` if another token
+    /// holds it. Never blocks for longer than the internal mutex is held,
+    /// and never raises a drop request.
+    ///
+    /// # Errors
+    /// [`GilError::AlreadyHeld`] if `token` holds it already.
+    pub fn try_acquire(&self, token: Token) -> Result<bool, GilError> {
+        self.check_not_holder(token)?;
+        match self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed) {
+            Ok(_) => {
+                self.became_holder(token);
+                Ok(true)
+            }
+            Err(s) if s & LOCKED != 0 => Ok(false),
+            Err(_) => {
+                // Free, but waiters are being woken: take it under the mutex,
+                // like they do, so they always see a consistent holder.
+                let slow = self.slow();
+                let room = slow.mutex.lock();
+                if !self.try_lock_word() {
+                    return Ok(false);
+                }
+                self.took_over_under_mutex(token, slow, &room);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Lets go of the lock. See [`ReleaseReason`] for what each reason does.
+    ///
+    /// # Errors
+    /// [`GilError::NotHolder`] if `token` does not hold the lock.
+    #[inline]
+    pub fn release(&self, token: Token, reason: ReleaseReason) -> Result<(), GilError> {
+        if self.hot.owner.load(Relaxed) != token.get() {
+            return Err(GilError::NotHolder);
+        }
+        self.hot.owner.store(0, Relaxed);
+        if reason == ReleaseReason::Final {
+            self.hot.last_holder.store(0, Relaxed);
+        }
+        // A pending drop request implies a waiter, hence WAITERS, hence the
+        // slow path: the fast path never has a request to answer.
+        if self.hot.state.compare_exchange(LOCKED, 0, Release, Relaxed).is_ok() {
+            return Ok(());
+        }
+        self.release_slow(token, reason);
+        Ok(())
+    }
+
+    /// Whether a waiter has asked the current holder to drop the lock. One
+    /// relaxed load: cheap enough to poll in an interpreter loop.
+    #[inline]
+    pub fn drop_requested(&self) -> bool {
+        self.drop_request.load(Relaxed)
+    }
+
+    /// For hosts that poll: if a drop has been requested, releases with
+    /// [`ReleaseReason::Forced`] and re-acquires. `Ok(true)` if it did.
+    ///
+    /// # Errors
+    /// [`GilError::NotHolder`] if `token` does not hold the lock.
+    pub fn handle_drop_request(&self, token: Token) -> Result<bool, GilError> {
+        if self.hot.owner.load(Relaxed) != token.get() {
+            return Err(GilError::NotHolder);
+        }
+        if !self.drop_requested() {
+            return Ok(false);
+        }
+        self.release(token, ReleaseReason::Forced)?;
+        self.acquire(token)?;
+        Ok(true)
+    }
+
+    /// The switch interval in microseconds, as set (0 means 1 µs in effect).
+    pub fn switch_interval_us(&self) -> u64 {
+        self.interval_us.load(Relaxed)
+    }
+
+    /// Sets the switch interval; waiters use it from their next wait on.
+    /// 0 is accepted and behaves as 1 µs, as in CPython.
+    ///
+    /// # Errors
+    /// [`GilError::InvalidSwitchInterval`] above
+    /// [`MAX_SWITCH_INTERVAL_US`](crate::MAX_SWITCH_INTERVAL_US); the
+    /// interval is then unchanged.
+    pub fn set_switch_interval_us(&self, us: u64) -> Result<(), GilError> {
+        self.interval_us.store(check_switch_interval(us)?, Relaxed);
+        Ok(())
+    }
+
+    /// The scheduling policy this lock was built with.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Whether some token holds the lock (racy by nature; for observers).
+    pub fn is_locked(&self) -> bool {
+        self.hot.state.load(Relaxed) & LOCKED != 0
+    }
+
+    /// The token holding the lock, if any (racy by nature; for observers).
+    pub fn holder(&self) -> Option<Token> {
+        Token::new(self.hot.owner.load(Relaxed))
+    }
+
+    /// The token that took the lock most recently, even if it has released
+    /// it since — unless that was a final release (CPython's `last_holder`).
+    pub fn last_holder(&self) -> Option<Token> {
+        Token::new(self.hot.last_holder.load(Relaxed))
+    }
+
+    /// How many times the lock has changed hands (CPython's `switch_number`).
+    pub fn switch_number(&self) -> u64 {
+        self.hot.switch_number.load(Relaxed)
+    }
+
+    /// A snapshot of the counters. Each is read without the lock, so the
+    /// snapshot is not atomic as a whole.
+    pub fn counters(&self) -> Counters {
+        Counters {
+            acquisitions: self.hot.acquisitions.load(Relaxed),
+            switches: self.hot.switch_number.load(Relaxed),
+            drop_requests: self.drop_requests.load(Relaxed),
+            forced_switches: self.forced_switches.load(Relaxed),
+            wait_time: Duration::from_nanos(self.wait_ns.load(Relaxed)),
+        }
+    }
+
+    /// In a child process after `fork()`: makes this a freshly initialised
+    /// lock held by `token` (the forking thread); every other thread is
+    /// forgotten, counters restart (at one acquisition and one switch, as
+    /// CPython's `recreate_gil` + `take_gil`). Interval, policy and callback
+    /// are kept.
+    ///
+    /// Call it only where no other thread can touch the lock — in the child,
+    /// before starting threads. Elsewhere it breaks mutual exclusion (it is
+    /// still memory-safe).
+    ///
+    /// The internal mutex and condition variables may have been held or
+    /// waited on by threads that do not exist in the child. They are not
+    /// reset in place: new ones are allocated and the old ones leaked (a few
+    /// dozen bytes per fork), so no waiter queue keyed by their address can
+    /// ever mention a thread that died in the fork.
+    pub fn reinit_after_fork(&self, token: Token) {
+        let fresh = Box::into_raw(Box::new(Slow::new()));
+        // The old `Slow` is deliberately leaked, see above.
+        let _old = self.slow.swap(fresh, AcqRel);
+        self.drop_request.store(false, Relaxed);
+        self.drop_requests.store(0, Relaxed);
+        self.forced_switches.store(0, Relaxed);
+        self.wait_ns.store(0, Relaxed);
+        self.hot.owner.store(token.get(), Relaxed);
+        self.hot.last_holder.store(token.get(), Relaxed);
+        self.hot.switch_number.store(1, Relaxed);
+        self.hot.acquisitions.store(1, Relaxed);
+        self.hot.state.store(LOCKED, Release);
+    }
+
+    /// Whether the lock is neither held nor awaited, i.e. could be freed.
+    pub fn is_idle(&self) -> bool {
+        self.hot.state.load(Acquire) == 0
+    }
+
+    /// Destroys the lock, refusing if it is held: returns it with
+    /// [`GilError::Busy`] so nothing is lost. (A plain `drop` is always
+    /// allowed; nobody can be waiting on a lock that can be dropped.)
+    ///
+    /// # Errors
+    /// `(self, GilError::Busy)` if some token holds the lock.
+    pub fn close(self) -> Result<(), (Gil, GilError)> {
+        if self.is_idle() {
+            Ok(())
+        } else {
+            Err((self, GilError::Busy))
+        }
+    }
+
+    /// Under loom only: one tick of the model's clock. Every waiter blocked
+    /// in a timed wait treats it as its timeout. `under_mutex` runs while the
+    /// internal mutex is held, so a model can record what it saw in the same
+    /// total order as acquisitions and drop requests.
+    #[cfg(gil_loom)]
+    #[doc(hidden)]
+    pub fn loom_tick(&self, under_mutex: impl FnOnce()) {
+        let slow = self.slow();
+        let mut room = slow.mutex.lock();
+        room.ticks += 1;
+        under_mutex();
+        slow.cond.notify_all();
+    }
+
+    // ---- internals ----------------------------------------------------
+
+    fn slow(&self) -> &Slow {
+        let ptr = self.slow.load(Acquire);
+        // SAFETY:
+        // - `slow` always holds a pointer from `Box::into_raw` (set in `new`
+        //   and `reinit_after_fork`);
+        // - a replaced box is leaked, never freed, and the current one is
+        //   freed only in `Drop`, which cannot run while `&self` lives.
+        unsafe { &*ptr }
+    }
+
+    #[inline]
+    fn check_not_holder(&self, token: Token) -> Result<(), GilError> {
+        // Only `token` itself ever stores `token` here, and it clears it
+        // before letting go, so this read is exact for the calling token.
+        if self.hot.owner.load(Relaxed) == token.get() {
+            Err(GilError::AlreadyHeld)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Bookkeeping of a new holder; runs right after the lock word was won.
+    #[inline]
+    fn became_holder(&self, token: Token) {
+        let hot = &*self.hot;
+        hot.owner.store(token.get(), Relaxed);
+        if hot.last_holder.load(Relaxed) != token.get() {
+            hot.last_holder.store(token.get(), Relaxed);
+            bump(&hot.switch_number, 1);
+        }
+        bump(&hot.acquisitions, 1);
+    }
+
+    /// Sets LOCKED if it is clear; `true` if this call set it.
+    fn try_lock_word(&self) -> bool {
+        let mut s = self.hot.state.load(Relaxed);
+        while s & LOCKED == 0 {
+            match self.hot.state.compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// The lock word was just won under the mutex: a new holder starts with
+    /// no drop request (CPython clears the bit in `take_gil`), and forced
+    /// releasers waiting for a switch are told to look.
+    fn took_over_under_mutex(&self, token: Token, slow: &Slow, room: &WaitRoom) {
+        self.drop_request.store(false, Relaxed);
+        self.became_holder(token);
+        if room.switch_waiters > 0 {
+            slow.switch_cond.notify_all();
+        }
+    }
+
+    #[cold]
+    fn acquire_slow(&self, token: Token, mut should_abort: AbortCheck<'_>) -> Result<(), GilError> {
+        let started = Instant::now();
+        let slow = self.slow();
+        let mut room = slow.mutex.lock();
+        room.waiters += 1;
+        // Acquire: pairs with the previous releaser's Release, so `owner`
+        // reads below see its clearing store, hence 0 or the current holder.
+        self.hot.state.fetch_or(WAITERS, Acquire);
+        loop {
+            if self.try_lock_word() {
+                break;
+            }
+            let saved_switch = self.hot.switch_number.load(Relaxed);
+            if !self.timed_wait(slow, &mut room) {
+                continue;
+            }
+            if let Some(check) = should_abort.as_mut() {
+                if check() {
+                    self.leave_wait_room(slow, &mut room);
+                    return Err(GilError::Aborted);
+                }
+            }
+            // A whole interval passed. Ask for a drop only if nobody took
+            // the lock in the meantime: after a switch the new holder gets
+            // its own full interval (this is CPython's rule).
+            if self.is_locked() && self.hot.switch_number.load(Relaxed) == saved_switch {
+                if let Err(panic) = self.request_drop() {
+                    self.leave_wait_room(slow, &mut room);
+                    drop(room);
+                    std::panic::resume_unwind(panic);
+                }
+            }
+        }
+        room.waiters -= 1;
+        if room.waiters == 0 {
+            self.hot.state.fetch_and(!WAITERS, Relaxed);
+        }
+        self.took_over_under_mutex(token, slow, &room);
+        bump(&self.wait_ns, saturating_nanos(started.elapsed()));
+        Ok(())
+    }
+
+    /// Waits one switch interval on `cond`; `true` if it timed out.
+    #[cfg(not(gil_loom))]
+    fn timed_wait(&self, slow: &Slow, room: &mut MutexGuard<'_, WaitRoom>) -> bool {
+        let us = self.interval_us.load(Relaxed).max(1);
+        slow.cond.wait_timeout(room, Duration::from_micros(us))
+    }
+
+    /// Under loom, time passes only when the model's clock ticks.
+    #[cfg(gil_loom)]
+    fn timed_wait(&self, slow: &Slow, room: &mut MutexGuard<'_, WaitRoom>) -> bool {
+        let before = room.ticks;
+        slow.cond.wait(room);
+        room.ticks != before
+    }
+
+    /// A waiter leaves without the lock (abort, or a panicking callback).
+    fn leave_wait_room(&self, slow: &Slow, room: &mut WaitRoom) {
+        room.waiters -= 1;
+        if room.waiters == 0 {
+            self.hot.state.fetch_and(!WAITERS, Relaxed);
+            // Nobody is left to take over: a pending request is moot, and a
+            // forced releaser must stop waiting for a switch.
+            self.drop_request.store(false, Relaxed);
+            if room.switch_waiters > 0 {
+                slow.switch_cond.notify_all();
+            }
+        } else if !self.is_locked() {
+            // We may have consumed the wake-up meant for taking the lock.
+            slow.cond.notify_one();
+        }
+    }
+
+    /// Raises the drop request on the current holder. Called under the
+    /// mutex with WAITERS set, so the holder cannot finish releasing (that
+    /// needs the mutex) while the callback runs.
+    fn request_drop(&self) -> Result<(), Box<dyn Any + Send>> {
+        if !self.drop_request.swap(true, Relaxed) {
+            bump(&self.drop_requests, 1);
+        }
+        // 0 only in the instant between a fast-path CAS and its `owner`
+        // store; the flag is up, and the next interval calls again.
+        let Some(holder) = Token::new(self.hot.owner.load(Relaxed)) else {
+            return Ok(());
+        };
+        match &self.on_drop_request {
+            Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(holder))),
+            None => Ok(()),
+        }
+    }
+
+    #[cold]
+    fn release_slow(&self, token: Token, reason: ReleaseReason) {
+        let slow = self.slow();
+        let mut room = slow.mutex.lock();
+        let requested = self.drop_request.swap(false, Relaxed);
+        self.hot.state.fetch_and(!LOCKED, Release);
+        if room.waiters > 0 {
+            slow.cond.notify_one();
+        }
+        let must_wait = match reason {
+            ReleaseReason::Final => false,
+            ReleaseReason::Forced => true,
+            ReleaseReason::Voluntary => requested,
+        };
+        if !must_wait || room.waiters == 0 {
+            return;
+        }
+        // Forced switching: don't return (and maybe win the lock straight
+        // back) before somebody else has taken it.
+        room.switch_waiters += 1;
+        while self.hot.last_holder.load(Relaxed) == token.get() && room.waiters > 0 {
+            slow.switch_cond.wait(&mut room);
+        }
+        room.switch_waiters -= 1;
+        if self.hot.last_holder.load(Relaxed) != token.get() {
+            bump(&self.forced_switches, 1);
+        }
+    }
+}
+
+impl Drop for Gil {
+    fn drop(&mut self) {
+        let ptr = self.slow.load(Acquire);
+        // SAFETY:
+        // - `ptr` came from `Box::into_raw` and is freed only here;
+        // - `&mut self` means no thread is inside a method using it.
+        drop(unsafe { Box::from_raw(ptr) });
+    }
+}
+
+impl std::fmt::Debug for Gil {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gil")
+            .field("policy", &self.policy)
+            .field("switch_interval_us", &self.switch_interval_us())
+            .field("holder", &self.holder())
+            .field("drop_requested", &self.drop_requested())
+            .field("counters", &self.counters())
+            .finish()
+    }
+}
+
+/// Adds to a counter that has a single writer at a time (the holder, or
+/// whoever holds the mutex): a load and a store, no read-modify-write.
+#[inline]
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
+}
+
+fn saturating_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,90 @@
+//! A global interpreter lock with CPython's "new GIL" protocol, as a library.
+//!
+//! One [`Gil`] is one interpreter's lock. Host threads are named by an
+//! opaque [`Token`] (CPython: its `PyThreadState*`). A thread runs while it
+//! holds the lock, lets go around blocking calls
+//! ([`ReleaseReason::Voluntary`]), and gives it up when another thread has
+//! waited long enough ([`ReleaseReason::Forced`]).
+//!
+//! ```
+//! use gil_core::{Gil, GilConfig, ReleaseReason, Token};
+//!
+//! let gil = Gil::new(GilConfig::new())?;
+//! let me = Token::new(1).unwrap();
+//! gil.acquire(me)?;
+//! // ... run bytecode, polling the cheap flag now and then:
+//! if gil.drop_requested() {
+//!     gil.release(me, ReleaseReason::Forced)?; // returns once someone else took it
+//!     gil.acquire(me)?;
+//! }
+//! gil.release(me, ReleaseReason::Voluntary)?; // around a blocking call
+//! # Ok::<(), gil_core::GilError>(())
+//! ```
+//!
+//! # The protocol (classic policy)
+//!
+//! * A thread that finds the lock held waits on a condition variable for one
+//!   *switch interval* (default 5 ms). If the interval ends and nobody took
+//!   the lock in the meantime (the *switch number* did not move), it raises a
+//!   *drop request*: a flag the holder can poll
+//!   ([`Gil::drop_requested`]) and, if configured, a host callback
+//!   ([`GilConfig::on_drop_request`]) called with the holder's token while
+//!   that token still holds the lock.
+//! * The holder answers with a forced release. With *forced switching* the
+//!   release does not return until another thread has taken the lock (so the
+//!   CPU-bound dropper cannot win it straight back), unless nobody waits any
+//!   more.
+//! * A release wakes one waiter. The lock is not FIFO: a thread arriving
+//!   while it is free takes it, as in CPython.
+//!
+//! # Mapping to CPython 3.13 (`Python/ceval_gil.c`)
+//!
+//! | CPython                                         | here                                                                 |
+//! |-------------------------------------------------|----------------------------------------------------------------------|
+//! | `struct _gil_runtime_state`                     | [`Gil`], one per interpreter that owns a GIL                        |
+//! | `gil->locked`                                   | the `LOCKED` bit of the lock word ([`Gil::is_locked`])              |
+//! | `gil->last_holder`                              | [`Gil::last_holder`]; plus [`Gil::holder`], the holder right now    |
+//! | `gil->switch_number`                            | [`Gil::switch_number`], bumped when a different token takes it      |
+//! | `gil->interval`                                 | [`Gil::switch_interval_us`], 0 behaving as 1 µs                      |
+//! | `gil->mutex`, `gil->cond`                       | the slow-path mutex and the waiters' condition variable             |
+//! | `_PY_GIL_DROP_REQUEST_BIT` in the holder's eval breaker | [`Gil::drop_requested`] and the [`DropRequestCallback`]      |
+//! | `FORCE_SWITCHING`: `switch_cond`, `switch_mutex` | a second condition variable on the same mutex; the forced releaser waits while it is still `last_holder` |
+//! | `take_gil()`                                    | [`Gil::acquire`] (and [`Gil::acquire_or_abort`] for threads that must exit) |
+//! | `drop_gil(…, final_release)`                    | [`Gil::release`] with a [`ReleaseReason`]                           |
+//! | `recreate_gil()` after fork                     | [`Gil::reinit_after_fork`]                                           |
+//!
+//! Differences, all deliberate: acquire and release are a single CAS each
+//! when nobody waits (CPython always takes the mutex); misuse returns a
+//! [`GilError`] instead of `Py_FatalError`; a final release forgets the
+//! token as `last_holder` so a reader never sees a dead thread's pointer.
+//!
+//! # Misuse
+//!
+//! | misuse                                       | result                                  |
+//! |----------------------------------------------|-----------------------------------------|
+//! | release by a token that does not hold it     | [`GilError::NotHolder`], nothing changes |
+//! | acquire by the token that holds it           | [`GilError::AlreadyHeld`] (no deadlock) |
+//! | `close` while held                           | [`GilError::Busy`], the lock handed back |
+//! | acquire after the token's final release      | allowed: treated as a new thread (hosts reuse thread-state addresses) |
+//! | switch interval above [`MAX_SWITCH_INTERVAL_US`] | [`GilError::InvalidSwitchInterval`] |
+//!
+//! # Model checking
+//!
+//! Built with `RUSTFLAGS="--cfg gil_loom"`, the crate's primitives are
+//! loom's and `tests/loom.rs` explores every interleaving of the protocol.
+
+mod config;
+mod error;
+mod gil;
+mod sync;
+mod token;
+
+pub use config::{
+    DropRequestCallback, GilConfig, Policy, UnknownPolicy, DEFAULT_SWITCH_INTERVAL_US, MAX_SWITCH_INTERVAL_US,
+};
+pub use error::GilError;
+pub use gil::{Counters, Gil, ReleaseReason};
+pub use token::Token;
+
+/// This crate's version, from `Cargo.toml`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,317 @@
+//! loom models of the protocol: every interleaving of 2–3 threads (plus a
+//! clock thread where time matters).
+//!
+//! Run with:
+//! `RUSTFLAGS="--cfg gil_loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p gil-core --test loom --release`
+//!
+//! Time: under loom a timed wait ends by timeout only when the model's clock
+//! thread calls `Gil::loom_tick`; whether that comes before or after a
+//! notification is explored like any other interleaving.
+//!
+//! Bookkeeping of the models themselves uses std atomics: loom runs one
+//! thread at a time, so they record the real order of events, against which
+//! the lock's behaviour is judged.
+#![cfg(gil_loom)]
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Mutex as StdMutex;
+
+use gil_core::{Gil, GilConfig, ReleaseReason, Token};
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use loom::thread;
+
+fn tok(n: usize) -> Token {
+    Token::new(n).expect("non-zero")
+}
+
+/// Per-token phase, in real execution order: `true` from the moment a
+/// thread calls `acquire` until its `release` has returned.
+#[derive(Default)]
+struct Phases([AtomicBool; 8]);
+
+impl Phases {
+    fn enter(&self, t: Token) {
+        self.0[t.get()].store(true, SeqCst);
+    }
+    fn leave(&self, t: Token) {
+        self.0[t.get()].store(false, SeqCst);
+    }
+    fn active(&self, t: Token) -> bool {
+        self.0[t.get()].load(SeqCst)
+    }
+}
+
+fn acquire(gil: &Gil, phases: &Phases, t: Token) {
+    phases.enter(t);
+    gil.acquire(t).unwrap();
+}
+
+fn release(gil: &Gil, phases: &Phases, t: Token, reason: ReleaseReason) {
+    gil.release(t, reason).unwrap();
+    phases.leave(t);
+}
+
+#[test]
+fn mutual_exclusion() {
+    loom::model(|| {
+        let gil = Arc::new(Gil::new(GilConfig::new()).unwrap());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let spawn = |n: usize, reason: ReleaseReason| {
+            let (gil, data) = (gil.clone(), data.clone());
+            thread::spawn(move || {
+                gil.acquire(tok(n)).unwrap();
+                // loom's UnsafeCell fails the model on any unsynchronised access.
+                data.with_mut(|v| unsafe { *v += 1 });
+                gil.release(tok(n), reason).unwrap();
+            })
+        };
+        let a = spawn(1, ReleaseReason::Voluntary);
+        let b = spawn(2, ReleaseReason::Forced);
+        // The main thread competes with try_acquire.
+        if gil.try_acquire(tok(3)).unwrap() {
+            data.with_mut(|v| unsafe { *v += 1 });
+            gil.release(tok(3), ReleaseReason::Final).unwrap();
+        }
+        a.join().unwrap();
+        b.join().unwrap();
+        let total = data.with(|v| unsafe { *v });
+        assert!(total == 2 || total == 3, "lost an increment: {total}");
+        assert!(gil.is_idle());
+    });
+}
+
+#[test]
+fn no_lost_wakeup() {
+    // Two threads block behind the holder; every release must wake someone,
+    // or loom reports the deadlock.
+    loom::model(|| {
+        let gil = Arc::new(Gil::new(GilConfig::new()).unwrap());
+        gil.acquire(tok(1)).unwrap();
+        let waiters: Vec<_> = [2, 3]
+            .into_iter()
+            .map(|n| {
+                let gil = gil.clone();
+                thread::spawn(move || {
+                    gil.acquire(tok(n)).unwrap();
+                    gil.release(tok(n), ReleaseReason::Voluntary).unwrap();
+                })
+            })
+            .collect();
+        gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert!(gil.is_idle());
+        assert_eq!(gil.counters().acquisitions, 3);
+    });
+}
+
+/// Executions of a model in which the checked event happened at least once,
+/// so a model cannot pass by never exercising what it checks.
+static EXERCISED: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn drop_request_only_after_a_timeout_without_a_switch() {
+    // A holds, lets go and takes it back, then B takes it; X competes; the
+    // clock ticks once.
+    // Every request for holder H must come after a tick that happened after
+    // H started the acquisition that made it the holder after another token
+    // (no switch since the timeout): a request without a timeout, or one
+    // whose timeout ran under a previous holder, fails the model.
+    struct Book {
+        ticks: AtomicUsize,
+        /// Ticks seen when each token last started an acquisition that
+        /// could be a switch (a re-take by the last holder is not one).
+        since: [AtomicUsize; 8],
+        /// The token whose `acquire` returned last.
+        last: AtomicUsize,
+        phases: Phases,
+    }
+    impl Book {
+        fn start(&self, gil: &Gil, t: Token) {
+            if self.last.load(SeqCst) != t.get() {
+                self.since[t.get()].store(self.ticks.load(SeqCst), SeqCst);
+            }
+            acquire(gil, &self.phases, t);
+            self.last.store(t.get(), SeqCst);
+        }
+    }
+    let before = EXERCISED.load(SeqCst);
+    loom::model(|| {
+        let book = std::sync::Arc::new(Book {
+            ticks: AtomicUsize::new(0),
+            since: Default::default(),
+            last: AtomicUsize::new(0),
+            phases: Phases::default(),
+        });
+        let cb_book = book.clone();
+        let config = GilConfig::new().on_drop_request(move |holder| {
+            let b = &cb_book;
+            assert!(b.phases.active(holder), "request for {holder:?}, which is not in the lock");
+            let since = b.since[holder.get()].load(SeqCst);
+            let now = b.ticks.load(SeqCst);
+            assert!(now > since, "request for {holder:?} without a timeout since it started acquiring");
+            EXERCISED.fetch_add(1, SeqCst);
+        });
+        let gil = Arc::new(Gil::new(config).unwrap());
+        book.start(&gil, tok(1));
+        let clock = {
+            let (gil, book) = (gil.clone(), book.clone());
+            thread::spawn(move || gil.loom_tick(|| drop(book.ticks.fetch_add(1, SeqCst))))
+        };
+        let other = {
+            let (gil, book) = (gil.clone(), book.clone());
+            thread::spawn(move || {
+                let x = tok(3);
+                book.start(&gil, x);
+                release(&gil, &book.phases, x, ReleaseReason::Voluntary);
+            })
+        };
+        // Let go and take it back with the same token: a waiter woken by
+        // this release sees no switch, but no timeout either.
+        release(&gil, &book.phases, tok(1), ReleaseReason::Voluntary);
+        book.start(&gil, tok(1));
+        release(&gil, &book.phases, tok(1), ReleaseReason::Voluntary);
+        // And a switch to a third token, which restarts X's interval.
+        book.start(&gil, tok(2));
+        release(&gil, &book.phases, tok(2), ReleaseReason::Voluntary);
+        clock.join().unwrap();
+        other.join().unwrap();
+    });
+    assert!(EXERCISED.load(SeqCst) > before, "no execution raised a drop request");
+}
+
+#[test]
+fn forced_switch_is_acknowledged() {
+    // A holds and polls the flag; W waits; the clock ticks once. If A sees
+    // the request and releases with Forced, the release must not return
+    // before W has taken the lock.
+    let forced = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = forced.clone();
+    loom::model(move || {
+        let gil = Arc::new(Gil::new(GilConfig::new()).unwrap());
+        let (a, w) = (tok(1), tok(2));
+        gil.acquire(a).unwrap();
+        let clock = {
+            let gil = gil.clone();
+            thread::spawn(move || gil.loom_tick(|| ()))
+        };
+        let waiter = {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                gil.acquire(w).unwrap();
+                gil.release(w, ReleaseReason::Voluntary).unwrap();
+            })
+        };
+        let mut asked = false;
+        for _ in 0..2 {
+            if gil.drop_requested() {
+                asked = true;
+                break;
+            }
+            thread::yield_now();
+        }
+        if asked {
+            gil.release(a, ReleaseReason::Forced).unwrap();
+            assert_eq!(gil.last_holder(), Some(w), "forced release returned before the waiter took over");
+            seen.fetch_add(1, SeqCst);
+        } else {
+            // A voluntary release with a request pending (raised after the
+            // last poll) also waits for the switch, as CPython's drop_gil.
+            let pending = gil.drop_requested();
+            gil.release(a, ReleaseReason::Voluntary).unwrap();
+            if pending {
+                assert_eq!(gil.last_holder(), Some(w), "release with a pending request returned before the switch");
+            }
+        }
+        // Trying to win it straight back is allowed now, and cannot have
+        // happened before W's turn.
+        gil.acquire(a).unwrap();
+        gil.release(a, ReleaseReason::Final).unwrap();
+        clock.join().unwrap();
+        waiter.join().unwrap();
+        if asked {
+            assert_eq!(gil.counters().forced_switches, 1);
+        }
+    });
+    assert!(forced.load(SeqCst) > 0, "no execution took the forced path");
+}
+
+#[test]
+fn callback_runs_only_while_its_token_holds() {
+    // H takes the lock and lets go; W waits; N arrives at any moment (and
+    // may take the lock on the fast path); the clock ticks. While the callback runs for H (and it yields to let H move),
+    // H's release must not have returned.
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    loom::model(move || {
+        let phases = std::sync::Arc::new(Phases::default());
+        let in_callback = std::sync::Arc::new(StdMutex::new(None::<Token>));
+        let (cb_phases, cb_flag, counted) = (phases.clone(), in_callback.clone(), counted.clone());
+        let config = GilConfig::new().on_drop_request(move |holder| {
+            assert!(cb_phases.active(holder), "callback for {holder:?} after its release returned");
+            *cb_flag.lock().unwrap() = Some(holder);
+            thread::yield_now();
+            assert!(cb_phases.active(holder), "{holder:?} finished releasing during its callback");
+            *cb_flag.lock().unwrap() = None;
+            counted.fetch_add(1, SeqCst);
+        });
+        let gil = Arc::new(Gil::new(config).unwrap());
+        let h = tok(1);
+        acquire(&gil, &phases, h);
+        let clock = {
+            let gil = gil.clone();
+            thread::spawn(move || gil.loom_tick(|| ()))
+        };
+        let waiter = {
+            let (gil, phases) = (gil.clone(), phases.clone());
+            thread::spawn(move || {
+                acquire(&gil, &phases, tok(2));
+                release(&gil, &phases, tok(2), ReleaseReason::Final);
+            })
+        };
+        let newcomer = {
+            let (gil, phases) = (gil.clone(), phases.clone());
+            thread::spawn(move || {
+                acquire(&gil, &phases, tok(3));
+                release(&gil, &phases, tok(3), ReleaseReason::Voluntary);
+            })
+        };
+        gil.release(h, ReleaseReason::Voluntary).unwrap();
+        assert_ne!(*in_callback.lock().unwrap(), Some(h), "release returned inside the callback");
+        phases.leave(h);
+        clock.join().unwrap();
+        waiter.join().unwrap();
+        newcomer.join().unwrap();
+    });
+    assert!(calls.load(SeqCst) > 0, "no execution ran the callback");
+}
+
+#[test]
+fn abort_releases_a_forced_releaser() {
+    // W gives up waiting at its first timeout while A answers W's request
+    // with a forced release: A must not wait for a switch that can no
+    // longer come.
+    loom::model(|| {
+        let gil = Arc::new(Gil::new(GilConfig::new()).unwrap());
+        let (a, w) = (tok(1), tok(2));
+        gil.acquire(a).unwrap();
+        let clock = {
+            let gil = gil.clone();
+            thread::spawn(move || gil.loom_tick(|| ()))
+        };
+        let waiter = {
+            let gil = gil.clone();
+            thread::spawn(move || match gil.acquire_or_abort(w, &mut || true) {
+                Ok(()) => gil.release(w, ReleaseReason::Final).unwrap(),
+                Err(e) => assert_eq!(e, gil_core::GilError::Aborted),
+            })
+        };
+        thread::yield_now();
+        gil.release(a, ReleaseReason::Forced).unwrap();
+        clock.join().unwrap();
+        waiter.join().unwrap();
+        assert!(!gil.is_locked());
+    });
+}

@@ -62,6 +62,7 @@ fn mutual_exclusion() {
             thread::spawn(move || {
                 gil.acquire(tok(n)).unwrap();
                 // loom's UnsafeCell fails the model on any unsynchronised access.
+                // SAFETY: only touched while holding the GIL, which loom checks.
                 data.with_mut(|v| unsafe { *v += 1 });
                 gil.release(tok(n), reason).unwrap();
             })
@@ -70,11 +71,13 @@ fn mutual_exclusion() {
         let b = spawn(2, ReleaseReason::Forced);
         // The main thread competes with try_acquire.
         if gil.try_acquire(tok(3)).unwrap() {
+            // SAFETY: as above.
             data.with_mut(|v| unsafe { *v += 1 });
             gil.release(tok(3), ReleaseReason::Final).unwrap();
         }
         a.join().unwrap();
         b.join().unwrap();
+        // SAFETY: both threads joined.
         let total = data.with(|v| unsafe { *v });
         assert!(total == 2 || total == 3, "lost an increment: {total}");
         assert!(gil.is_idle());
@@ -148,17 +151,27 @@ fn drop_request_only_after_a_timeout_without_a_switch() {
         let cb_book = book.clone();
         let config = GilConfig::new().on_drop_request(move |holder| {
             let b = &cb_book;
-            assert!(b.phases.active(holder), "request for {holder:?}, which is not in the lock");
+            assert!(
+                b.phases.active(holder),
+                "request for {holder:?}, which is not in the lock"
+            );
             let since = b.since[holder.get()].load(SeqCst);
             let now = b.ticks.load(SeqCst);
-            assert!(now > since, "request for {holder:?} without a timeout since it started acquiring");
+            assert!(
+                now > since,
+                "request for {holder:?} without a timeout since it started acquiring"
+            );
             EXERCISED.fetch_add(1, SeqCst);
         });
         let gil = Arc::new(Gil::new(config).unwrap());
         book.start(&gil, tok(1));
         let clock = {
             let (gil, book) = (gil.clone(), book.clone());
-            thread::spawn(move || gil.loom_tick(|| drop(book.ticks.fetch_add(1, SeqCst))))
+            thread::spawn(move || {
+                gil.loom_tick(|| {
+                    book.ticks.fetch_add(1, SeqCst);
+                })
+            })
         };
         let other = {
             let (gil, book) = (gil.clone(), book.clone());
@@ -214,7 +227,11 @@ fn forced_switch_is_acknowledged() {
         }
         if asked {
             gil.release(a, ReleaseReason::Forced).unwrap();
-            assert_eq!(gil.last_holder(), Some(w), "forced release returned before the waiter took over");
+            assert_eq!(
+                gil.last_holder(),
+                Some(w),
+                "forced release returned before the waiter took over"
+            );
             seen.fetch_add(1, SeqCst);
         } else {
             // A voluntary release with a request pending (raised after the
@@ -222,7 +239,11 @@ fn forced_switch_is_acknowledged() {
             let pending = gil.drop_requested();
             gil.release(a, ReleaseReason::Voluntary).unwrap();
             if pending {
-                assert_eq!(gil.last_holder(), Some(w), "release with a pending request returned before the switch");
+                assert_eq!(
+                    gil.last_holder(),
+                    Some(w),
+                    "release with a pending request returned before the switch"
+                );
             }
         }
         // Trying to win it straight back is allowed now, and cannot have
@@ -250,10 +271,16 @@ fn callback_runs_only_while_its_token_holds() {
         let in_callback = std::sync::Arc::new(StdMutex::new(None::<Token>));
         let (cb_phases, cb_flag, counted) = (phases.clone(), in_callback.clone(), counted.clone());
         let config = GilConfig::new().on_drop_request(move |holder| {
-            assert!(cb_phases.active(holder), "callback for {holder:?} after its release returned");
+            assert!(
+                cb_phases.active(holder),
+                "callback for {holder:?} after its release returned"
+            );
             *cb_flag.lock().unwrap() = Some(holder);
             thread::yield_now();
-            assert!(cb_phases.active(holder), "{holder:?} finished releasing during its callback");
+            assert!(
+                cb_phases.active(holder),
+                "{holder:?} finished releasing during its callback"
+            );
             *cb_flag.lock().unwrap() = None;
             counted.fetch_add(1, SeqCst);
         });
@@ -279,7 +306,11 @@ fn callback_runs_only_while_its_token_holds() {
             })
         };
         gil.release(h, ReleaseReason::Voluntary).unwrap();
-        assert_ne!(*in_callback.lock().unwrap(), Some(h), "release returned inside the callback");
+        assert_ne!(
+            *in_callback.lock().unwrap(),
+            Some(h),
+            "release returned inside the callback"
+        );
         phases.leave(h);
         clock.join().unwrap();
         waiter.join().unwrap();

@@ -106,22 +106,31 @@ fn polling_cpu_threads_each_get_the_lock_within_bounded_intervals() {
     for (i, h) in handles.into_iter().enumerate() {
         let (longest, turns) = h.join().unwrap();
         assert!(turns >= 2, "thread {i} held the lock only {turns} time(s)");
-        assert!(longest <= BOUND, "thread {i} waited {longest:?} (> {BOUND:?}) for the lock");
+        assert!(
+            longest <= BOUND,
+            "thread {i} waited {longest:?} (> {BOUND:?}) for the lock"
+        );
     }
     assert!(gil.counters().forced_switches > 0);
 }
 
 #[test]
 fn callback_names_the_holder_while_it_holds() {
-    let seen: Arc<Mutex<Vec<(Token, Option<Token>)>>> = Arc::default();
+    // (token named by the callback, holder the lock reported at that moment)
+    type Seen = Vec<(Token, Option<Token>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
     let gil_slot: Arc<Mutex<Option<Arc<Gil>>>> = Arc::default();
     let gil = {
         let (seen, slot) = (seen.clone(), gil_slot.clone());
         Arc::new(
-            Gil::new(GilConfig::new().switch_interval_us(1_000).on_drop_request(move |holder| {
-                let gil = slot.lock().unwrap().clone().expect("set before use");
-                seen.lock().unwrap().push((holder, gil.holder()));
-            }))
+            Gil::new(
+                GilConfig::new()
+                    .switch_interval_us(1_000)
+                    .on_drop_request(move |holder| {
+                        let gil = slot.lock().unwrap().clone().expect("set before use");
+                        seen.lock().unwrap().push((holder, gil.holder()));
+                    }),
+            )
             .unwrap(),
         )
     };
@@ -208,9 +217,13 @@ fn a_switch_restarts_the_waiters_interval() {
     let gil = {
         let requests = requests.clone();
         Arc::new(
-            Gil::new(GilConfig::new().switch_interval_us(I_MS * 1_000).on_drop_request(move |_| {
-                requests.fetch_add(1, Ordering::SeqCst);
-            }))
+            Gil::new(
+                GilConfig::new()
+                    .switch_interval_us(I_MS * 1_000)
+                    .on_drop_request(move |_| {
+                        requests.fetch_add(1, Ordering::SeqCst);
+                    }),
+            )
             .unwrap(),
         )
     };
@@ -230,7 +243,10 @@ fn a_switch_restarts_the_waiters_interval() {
     thread::sleep(Duration::from_millis(I_MS * 8 / 10));
     gil.release(tok(1), ReleaseReason::Final).unwrap();
     for w in waiters {
-        assert!(!w.join().unwrap(), "a new holder was asked to drop before one interval without a switch");
+        assert!(
+            !w.join().unwrap(),
+            "a new holder was asked to drop before one interval without a switch"
+        );
     }
     assert_eq!(requests.load(Ordering::SeqCst), 0);
 }
@@ -265,7 +281,10 @@ fn switch_interval_bounds() {
     );
     let gil = Gil::new(GilConfig::new()).unwrap();
     assert_eq!(gil.switch_interval_us(), gil_core::DEFAULT_SWITCH_INTERVAL_US);
-    assert_eq!(gil.set_switch_interval_us(u64::MAX), Err(GilError::InvalidSwitchInterval(u64::MAX)));
+    assert_eq!(
+        gil.set_switch_interval_us(u64::MAX),
+        Err(GilError::InvalidSwitchInterval(u64::MAX))
+    );
     assert_eq!(gil.switch_interval_us(), gil_core::DEFAULT_SWITCH_INTERVAL_US);
     gil.set_switch_interval_us(0).unwrap();
     assert_eq!(gil.switch_interval_us(), 0);
@@ -416,7 +435,10 @@ fn reinit_after_fork_in_a_real_child_process() {
     // SAFETY: waiting for our own child, `status` is a valid out-pointer.
     let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
     assert_eq!(waited, pid);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child failed: {status}"
+    );
     // The parent is unaffected: still the holder, waiters still served.
     assert_eq!(gil.holder(), Some(main));
     gil.release(main, ReleaseReason::Forced).unwrap();

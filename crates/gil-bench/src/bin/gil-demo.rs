@@ -74,7 +74,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let config = GilConfig::new().switch_interval_us(args.interval_us).policy(args.policy);
+    let config = GilConfig::new()
+        .switch_interval_us(args.interval_us)
+        .policy(args.policy);
     let gil = match Gil::new(config) {
         Ok(g) => Arc::new(g),
         Err(e) => {

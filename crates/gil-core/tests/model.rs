@@ -1,0 +1,144 @@
+//! proptest: random operation sequences over several tokens, run against
+//! the lock and against a sequential reference model; after every operation
+//! the results, the holder, the last holder, the switch number, the counters
+//! and the switch interval must agree.
+//!
+//! Single-threaded, so a blocking `acquire` is only issued when the model
+//! says the lock is free or held by the caller (otherwise it is skipped).
+#![cfg(not(gil_loom))]
+
+use gil_core::{Gil, GilConfig, GilError, ReleaseReason, Token, MAX_SWITCH_INTERVAL_US};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Acquire(usize),
+    TryAcquire(usize),
+    Release(usize, ReleaseReason),
+    HandleDropRequest(usize),
+    SetInterval(u64),
+    ReinitAfterFork(usize),
+}
+
+fn reason() -> impl Strategy<Value = ReleaseReason> {
+    prop_oneof![
+        Just(ReleaseReason::Voluntary),
+        Just(ReleaseReason::Forced),
+        Just(ReleaseReason::Final)
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let token = 1usize..=4;
+    prop_oneof![
+        4 => token.clone().prop_map(Op::Acquire),
+        3 => token.clone().prop_map(Op::TryAcquire),
+        4 => (token.clone(), reason()).prop_map(|(t, r)| Op::Release(t, r)),
+        1 => token.clone().prop_map(Op::HandleDropRequest),
+        1 => prop_oneof![0u64..=10_000, Just(MAX_SWITCH_INTERVAL_US), MAX_SWITCH_INTERVAL_US + 1..=u64::MAX]
+            .prop_map(Op::SetInterval),
+        1 => token.prop_map(Op::ReinitAfterFork),
+    ]
+}
+
+/// The reference: what the lock must look like after each operation.
+#[derive(Debug, Default)]
+struct Model {
+    holder: Option<usize>,
+    last_holder: Option<usize>,
+    switches: u64,
+    acquisitions: u64,
+    interval: u64,
+}
+
+impl Model {
+    fn take(&mut self, t: usize) {
+        self.holder = Some(t);
+        if self.last_holder != Some(t) {
+            self.last_holder = Some(t);
+            self.switches += 1;
+        }
+        self.acquisitions += 1;
+    }
+}
+
+fn tok(t: usize) -> Token {
+    Token::new(t).expect("tokens start at 1")
+}
+
+fn check(gil: &Gil, model: &Model) -> Result<(), TestCaseError> {
+    prop_assert_eq!(gil.holder(), model.holder.map(tok));
+    prop_assert_eq!(gil.is_locked(), model.holder.is_some());
+    prop_assert_eq!(gil.is_idle(), model.holder.is_none());
+    prop_assert_eq!(gil.last_holder(), model.last_holder.map(tok));
+    prop_assert_eq!(gil.switch_number(), model.switches);
+    let c = gil.counters();
+    prop_assert_eq!(c.acquisitions, model.acquisitions);
+    prop_assert_eq!(c.switches, model.switches);
+    // Alone, nobody waits: no requests, no forced switches, no wait time.
+    prop_assert_eq!(c.drop_requests, 0);
+    prop_assert_eq!(c.forced_switches, 0);
+    prop_assert_eq!(c.wait_time, std::time::Duration::ZERO);
+    prop_assert!(!gil.drop_requested());
+    prop_assert_eq!(gil.switch_interval_us(), model.interval);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn lock_matches_the_sequential_model(ops in proptest::collection::vec(op(), 1..64)) {
+        let gil = Gil::new(GilConfig::new()).unwrap();
+        let mut m = Model { interval: gil_core::DEFAULT_SWITCH_INTERVAL_US, ..Model::default() };
+        check(&gil, &m)?;
+        for op in ops {
+            match op {
+                Op::Acquire(t) => match m.holder {
+                    Some(h) if h == t => prop_assert_eq!(gil.acquire(tok(t)), Err(GilError::AlreadyHeld)),
+                    Some(_) => continue, // would block: not for a single thread
+                    None => {
+                        prop_assert_eq!(gil.acquire(tok(t)), Ok(()));
+                        m.take(t);
+                    }
+                },
+                Op::TryAcquire(t) => match m.holder {
+                    Some(h) if h == t => prop_assert_eq!(gil.try_acquire(tok(t)), Err(GilError::AlreadyHeld)),
+                    Some(_) => prop_assert_eq!(gil.try_acquire(tok(t)), Ok(false)),
+                    None => {
+                        prop_assert_eq!(gil.try_acquire(tok(t)), Ok(true));
+                        m.take(t);
+                    }
+                },
+                Op::Release(t, reason) => {
+                    if m.holder == Some(t) {
+                        prop_assert_eq!(gil.release(tok(t), reason), Ok(()));
+                        m.holder = None;
+                        if reason == ReleaseReason::Final {
+                            m.last_holder = None;
+                        }
+                    } else {
+                        prop_assert_eq!(gil.release(tok(t), reason), Err(GilError::NotHolder));
+                    }
+                }
+                Op::HandleDropRequest(t) => {
+                    let want = if m.holder == Some(t) { Ok(false) } else { Err(GilError::NotHolder) };
+                    prop_assert_eq!(gil.handle_drop_request(tok(t)), want);
+                }
+                Op::SetInterval(us) => {
+                    if us <= MAX_SWITCH_INTERVAL_US {
+                        prop_assert_eq!(gil.set_switch_interval_us(us), Ok(()));
+                        m.interval = us;
+                    } else {
+                        prop_assert_eq!(gil.set_switch_interval_us(us), Err(GilError::InvalidSwitchInterval(us)));
+                    }
+                }
+                Op::ReinitAfterFork(t) => {
+                    gil.reinit_after_fork(tok(t));
+                    m = Model { holder: Some(t), last_holder: Some(t), switches: 1, acquisitions: 1, interval: m.interval };
+                }
+            }
+            check(&gil, &m)?;
+        }
+    }
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The project's test command (README): build, every test, the loom models,
+# a smoke run of the demo, clippy and rustfmt. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
+
+command -v cargo >/dev/null || die "cargo not found: install Rust (rustup) first."
+cargo clippy --version >/dev/null 2>&1 || die "clippy missing: run 'rustup component add clippy'."
+cargo fmt --version >/dev/null 2>&1 || die "rustfmt missing: run 'rustup component add rustfmt'."
+
+step "build (all targets)"
+cargo build --workspace --all-targets --locked
+
+step "tests"
+cargo test --workspace --locked
+
+preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
+step "loom models (LOOM_MAX_PREEMPTIONS=$preemptions)"
+CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg gil_loom" LOOM_MAX_PREEMPTIONS="$preemptions" \
+    timeout 1800 cargo test -p gil-core --test loom --release --locked
+
+step "demo smoke run"
+cargo run --quiet --release --locked -p gil-bench --bin gil-demo -- --cpu 2 --seconds 0.3
+
+step "clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg gil_loom" cargo clippy -p gil-core --all-targets --locked -- -D warnings
+
+step "rustfmt"
+cargo fmt --all -- --check
+
+printf '\nall checks passed\n'

@@ -42,6 +42,12 @@ impl Phases {
     }
 }
 
+/// The model's clock: one tick, at any point of the execution.
+fn spawn_clock(gil: &Arc<Gil>) -> thread::JoinHandle<()> {
+    let gil = gil.clone();
+    thread::spawn(move || gil.loom_tick(|| ()))
+}
+
 fn acquire(gil: &Gil, phases: &Phases, t: Token) {
     phases.enter(t);
     gil.acquire(t).unwrap();
@@ -206,10 +212,7 @@ fn forced_switch_is_acknowledged() {
         let gil = Arc::new(Gil::new(GilConfig::new()).unwrap());
         let (a, w) = (tok(1), tok(2));
         gil.acquire(a).unwrap();
-        let clock = {
-            let gil = gil.clone();
-            thread::spawn(move || gil.loom_tick(|| ()))
-        };
+        let clock = spawn_clock(&gil);
         let waiter = {
             let gil = gil.clone();
             thread::spawn(move || {
@@ -287,10 +290,7 @@ fn callback_runs_only_while_its_token_holds() {
         let gil = Arc::new(Gil::new(config).unwrap());
         let h = tok(1);
         acquire(&gil, &phases, h);
-        let clock = {
-            let gil = gil.clone();
-            thread::spawn(move || gil.loom_tick(|| ()))
-        };
+        let clock = spawn_clock(&gil);
         let waiter = {
             let (gil, phases) = (gil.clone(), phases.clone());
             thread::spawn(move || {
@@ -328,10 +328,7 @@ fn abort_releases_a_forced_releaser() {
         let gil = Arc::new(Gil::new(GilConfig::new()).unwrap());
         let (a, w) = (tok(1), tok(2));
         gil.acquire(a).unwrap();
-        let clock = {
-            let gil = gil.clone();
-            thread::spawn(move || gil.loom_tick(|| ()))
-        };
+        let clock = spawn_clock(&gil);
         let waiter = {
             let gil = gil.clone();
             thread::spawn(move || match gil.acquire_or_abort(w, &mut || true) {

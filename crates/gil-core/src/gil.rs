@@ -113,6 +113,8 @@ struct Slow {
     cond: Condvar,
     /// Forced releasers block here until a switch (CPython's `switch_cond`).
     switch_cond: Condvar,
+    /// Next entry of [`RETIRED`] once this one has been replaced.
+    next_retired: std::sync::atomic::AtomicPtr<Slow>,
 }
 
 impl Slow {
@@ -121,6 +123,27 @@ impl Slow {
             mutex: Mutex::new(WaitRoom::default()),
             cond: Condvar::new(),
             switch_cond: Condvar::new(),
+            next_retired: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+}
+
+/// Every `Slow` replaced after a fork, kept for the life of the process (see
+/// [`Gil::reinit_after_fork`]). A list rooted in a static keeps them
+/// reachable, so leak checkers do not report a deliberate leak as lost. It
+/// is lock-free: after a fork any lock may be held by a thread that is gone.
+static RETIRED: std::sync::atomic::AtomicPtr<Slow> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+fn retire(old: *mut Slow) {
+    // SAFETY: `old` came from `Box::into_raw` and is never freed (it is only
+    // ever put on this list), so it stays valid for the process's life.
+    let entry = unsafe { &*old };
+    let mut head = RETIRED.load(Relaxed);
+    loop {
+        entry.next_retired.store(head, Relaxed);
+        match RETIRED.compare_exchange_weak(head, old, Release, Relaxed) {
+            Ok(_) => return,
+            Err(now) => head = now,
         }
     }
 }
@@ -347,13 +370,14 @@ impl Gil {
     ///
     /// The internal mutex and condition variables may have been held or
     /// waited on by threads that do not exist in the child. They are not
-    /// reset in place: new ones are allocated and the old ones leaked (a few
-    /// dozen bytes per fork), so no waiter queue keyed by their address can
-    /// ever mention a thread that died in the fork.
+    /// reset in place: new ones are allocated and the old ones kept, unused,
+    /// for the life of the process (about a hundred bytes per fork), so no
+    /// waiter queue keyed by their address (parking_lot's) can ever mention a
+    /// thread that died in the fork.
     pub fn reinit_after_fork(&self, token: Token) {
         let fresh = Box::into_raw(Box::new(Slow::new()));
-        // The old `Slow` is deliberately leaked, see above.
-        let _old = self.slow.swap(fresh, AcqRel);
+        // The old `Slow` is deliberately kept forever, see above.
+        retire(self.slow.swap(fresh, AcqRel));
         self.drop_request.store(false, Relaxed);
         self.drop_requests.store(0, Relaxed);
         self.forced_switches.store(0, Relaxed);

@@ -1,2 +1,728 @@
-//! The C ABI of gil-core. Not written yet: this crate exports nothing until
-//! the C ABI issue lands.
+//! The C ABI of gil-core: `include/gil.h`, `libgil.a`, `libgil.so`.
+//!
+//! Conventions (after rustls-ffi):
+//! - every symbol starts with `gil_`; the lock is the opaque `gil_t`;
+//! - fallible functions return a `gil_result_t` whose numbers never change
+//!   and are never reused; `gil_result_str` names them;
+//! - out-parameters end in `_out` and are written only on success;
+//! - structs the caller fills or reads (`gil_config_t`, `gil_counters_t`)
+//!   start with `struct_size`, so fields can be added without breaking
+//!   callers compiled against an older header;
+//! - every exported body runs inside `catch_unwind`: a Rust panic becomes
+//!   `GIL_ERR_PANIC` (or a documented neutral value) and never unwinds into C;
+//! - enum-like inputs are plain integers, checked on entry, so no C value
+//!   can become an invalid Rust enum.
+#![allow(non_camel_case_types, reason = "C names: the header is the interface")]
+
+use std::ffi::{c_char, c_void, CStr};
+use std::mem::{offset_of, size_of};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use gil_core::{Gil, GilConfig, GilError, Policy, ReleaseReason, Token};
+
+/// Major version of this library; matches `Cargo.toml`.
+pub const GIL_VERSION_MAJOR: u32 = 0;
+/// Minor version of this library; matches `Cargo.toml`.
+pub const GIL_VERSION_MINOR: u32 = 1;
+/// Patch version of this library; matches `Cargo.toml`.
+pub const GIL_VERSION_PATCH: u32 = 0;
+
+/// What a call did. The numbers are fixed forever; a retired code is never
+/// reused.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum gil_result_t {
+    /// Success.
+    GIL_OK = 0,
+    /// A required pointer argument (the lock, a token, an out-pointer, a
+    /// name) was NULL.
+    GIL_ERR_NULL_ARGUMENT = 1,
+    /// Release (or handle a drop request) by a token that does not hold the lock.
+    GIL_ERR_NOT_HOLDER = 2,
+    /// Acquire by the token that already holds the lock (it is not re-entrant).
+    GIL_ERR_ALREADY_HELD = 3,
+    /// A `gil_config_t` with a bad `struct_size`, policy or switch interval,
+    /// or a switch interval out of range in `gil_set_switch_interval`.
+    GIL_ERR_INVALID_CONFIG = 4,
+    /// `gil_free` of a lock that is held or awaited; nothing was freed.
+    GIL_ERR_BUSY = 5,
+    /// A bug inside the library (a Rust panic), caught at the boundary.
+    GIL_ERR_PANIC = 6,
+    /// `gil_acquire_or_abort` gave up because its callback said so.
+    GIL_ERR_ABORTED = 7,
+    /// An enum-like argument (a release reason, a policy) out of range, or a
+    /// `gil_counters_t` with a bad `struct_size`.
+    GIL_ERR_INVALID_ARGUMENT = 8,
+    /// `gil_policy_from_name` does not know the name.
+    GIL_ERR_UNKNOWN_POLICY = 9,
+}
+use gil_result_t::*;
+
+/// A reason for `gil_release`: one of the `GIL_RELEASE_*` values.
+pub type gil_release_reason_t = u32;
+/// Around a blocking call. If a drop request is pending, it is answered like
+/// `GIL_RELEASE_FORCED` (as CPython's `drop_gil`).
+pub const GIL_RELEASE_VOLUNTARY: gil_release_reason_t = 0;
+/// Answering a drop request: returns only once another thread has taken the
+/// lock, unless nobody waits.
+pub const GIL_RELEASE_FORCED: gil_release_reason_t = 1;
+/// The thread never takes the lock again: never waits, and the token is
+/// forgotten as last holder.
+pub const GIL_RELEASE_FINAL: gil_release_reason_t = 2;
+
+/// A scheduling policy: one of the `GIL_POLICY_*` values.
+pub type gil_policy_t = u32;
+/// CPython 3.2–3.13's "new GIL", exactly.
+pub const GIL_POLICY_CLASSIC: gil_policy_t = 0;
+
+/// Default switch interval, in microseconds (CPython's 5 ms).
+pub const GIL_DEFAULT_SWITCH_INTERVAL_US: u64 = 5_000;
+/// Largest accepted switch interval, in microseconds (one hour).
+pub const GIL_MAX_SWITCH_INTERVAL_US: u64 = 3_600_000_000;
+
+/// Called as `callback(user_data, holder)` when a waiter asks `holder` to
+/// drop the lock. It runs on the waiting thread, under the lock's internal
+/// mutex, while `holder` still holds the lock, so it may touch the holder's
+/// per-thread state. It must be short, must not block, and must not call any
+/// function on the same lock. It may be called from any thread.
+pub type gil_drop_request_cb = Option<unsafe extern "C" fn(user_data: *mut c_void, holder: *mut c_void)>;
+
+/// Called as `callback(user_data)` by `gil_acquire_or_abort` each time a
+/// switch interval passes without getting the lock; non-zero gives up. Same
+/// restrictions as `gil_drop_request_cb`.
+pub type gil_abort_cb = Option<unsafe extern "C" fn(user_data: *mut c_void) -> bool>;
+
+/// How to build a lock. Fill it with `gil_config_init`, then change fields.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gil_config_t {
+    /// `sizeof(gil_config_t)` as the caller compiled it (set by
+    /// `gil_config_init`). Fields past it take their defaults; a size larger
+    /// than this library knows is refused with `GIL_ERR_INVALID_CONFIG`.
+    pub struct_size: u32,
+    /// One of the `GIL_POLICY_*` values. Default: `GIL_POLICY_CLASSIC`.
+    pub policy: gil_policy_t,
+    /// Microseconds a waiter waits before asking for a drop; 0 behaves as 1.
+    /// Default: `GIL_DEFAULT_SWITCH_INTERVAL_US`.
+    pub switch_interval_us: u64,
+    /// Optional; see `gil_drop_request_cb`. Default: NULL.
+    pub on_drop_request: gil_drop_request_cb,
+    /// Passed to `on_drop_request`. Default: NULL.
+    pub user_data: *mut c_void,
+}
+
+/// Counters of one lock, filled by `gil_get_counters`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct gil_counters_t {
+    /// Set by the caller to `sizeof(gil_counters_t)` before the call.
+    pub struct_size: u32,
+    /// Reserved, always 0.
+    pub reserved: u32,
+    /// Successful acquisitions.
+    pub acquisitions: u64,
+    /// Acquisitions by a different token than the previous holder.
+    pub switches: u64,
+    /// Drop requests raised by waiters.
+    pub drop_requests: u64,
+    /// Forced releases after which another thread took the lock.
+    pub forced_switches: u64,
+    /// Nanoseconds spent waiting in acquisitions that did not succeed at once.
+    pub wait_ns: u64,
+}
+
+/// A lock. Opaque: create with `gil_new`, destroy with `gil_free`.
+pub struct gil_t {
+    gil: Gil,
+}
+
+/// The C callback and its user data, callable from any thread (the caller of
+/// `gil_new` promises that, see `gil_drop_request_cb`).
+struct DropCallback {
+    callback: unsafe extern "C" fn(*mut c_void, *mut c_void),
+    user_data: *mut c_void,
+}
+// SAFETY: `gil_drop_request_cb`'s contract makes the callback and its user
+// data usable from any thread; we only pass the pointer back.
+unsafe impl Send for DropCallback {}
+// SAFETY: as above; we never dereference `user_data`.
+unsafe impl Sync for DropCallback {}
+
+impl DropCallback {
+    fn call(&self, holder: Token) {
+        // SAFETY: the caller of gil_new promised a callback that accepts its
+        // user data and a holder token, from any thread.
+        unsafe { (self.callback)(self.user_data, holder.get() as *mut c_void) }
+    }
+}
+
+/// Runs `body`, turning a panic into `on_panic`.
+fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(on_panic)
+}
+
+/// Runs a fallible body, turning a panic into `GIL_ERR_PANIC`.
+fn guard_result(body: impl FnOnce() -> Result<(), gil_result_t>) -> gil_result_t {
+    guard(GIL_ERR_PANIC, || match body() {
+        Ok(()) => GIL_OK,
+        Err(code) => code,
+    })
+}
+
+fn map_err(e: GilError) -> gil_result_t {
+    match e {
+        GilError::NotHolder => GIL_ERR_NOT_HOLDER,
+        GilError::AlreadyHeld => GIL_ERR_ALREADY_HELD,
+        GilError::InvalidSwitchInterval(_) => GIL_ERR_INVALID_CONFIG,
+        GilError::Busy => GIL_ERR_BUSY,
+        GilError::Aborted => GIL_ERR_ABORTED,
+        _ => GIL_ERR_PANIC,
+    }
+}
+
+/// # Safety
+/// `gil` is NULL or a pointer from `gil_new` not yet freed.
+unsafe fn lock_ref<'a>(gil: *const gil_t) -> Result<&'a Gil, gil_result_t> {
+    // SAFETY: by this function's contract, non-NULL means live.
+    unsafe { gil.as_ref() }.map(|g| &g.gil).ok_or(GIL_ERR_NULL_ARGUMENT)
+}
+
+fn token(ptr: *mut c_void) -> Result<Token, gil_result_t> {
+    Token::from_ptr(ptr).ok_or(GIL_ERR_NULL_ARGUMENT)
+}
+
+fn policy_from_raw(raw: gil_policy_t) -> Result<Policy, gil_result_t> {
+    match raw {
+        GIL_POLICY_CLASSIC => Ok(Policy::Classic),
+        _ => Err(GIL_ERR_INVALID_ARGUMENT),
+    }
+}
+
+fn policy_to_raw(policy: Policy) -> gil_policy_t {
+    match policy {
+        Policy::Classic => GIL_POLICY_CLASSIC,
+        _ => u32::MAX,
+    }
+}
+
+/// # Safety
+/// `out` is NULL or valid for writing one `T`.
+unsafe fn write_out<T>(out: *mut T, value: T) -> Result<(), gil_result_t> {
+    if out.is_null() {
+        return Err(GIL_ERR_NULL_ARGUMENT);
+    }
+    // SAFETY: non-NULL, and valid for writes by this function's contract.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// The library's version, `"MAJOR.MINOR.PATCH"`, a static string. Any thread.
+#[no_mangle]
+pub extern "C" fn gil_version() -> *const c_char {
+    static VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(s) => s,
+        Err(_) => panic!("version contains a NUL"),
+    };
+    VERSION.as_ptr()
+}
+
+/// A static, human-readable description of `result` (also of unknown
+/// codes). Any thread; never NULL.
+#[no_mangle]
+pub extern "C" fn gil_result_str(result: u32) -> *const c_char {
+    let text: &'static CStr = match result {
+        0 => c"ok",
+        1 => c"a required pointer argument was NULL",
+        2 => c"the calling token does not hold the lock",
+        3 => c"the calling token already holds the lock (it is not re-entrant)",
+        4 => c"invalid configuration (struct_size, policy or switch interval)",
+        5 => c"the lock is held or awaited",
+        6 => c"internal error (a Rust panic was caught)",
+        7 => c"the wait for the lock was aborted by the caller's callback",
+        8 => c"an argument is out of range",
+        9 => c"unknown policy name",
+        _ => c"unknown result code",
+    };
+    text.as_ptr()
+}
+
+/// Fills `config` with the defaults and `struct_size = sizeof(gil_config_t)`.
+/// Any thread; does not block.
+///
+/// # Safety
+/// `config` is NULL or valid for writing a `gil_config_t`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_config_init(config: *mut gil_config_t) -> gil_result_t {
+    guard_result(|| {
+        let defaults = gil_config_t {
+            struct_size: size_of::<gil_config_t>() as u32,
+            policy: GIL_POLICY_CLASSIC,
+            switch_interval_us: GIL_DEFAULT_SWITCH_INTERVAL_US,
+            on_drop_request: None,
+            user_data: ptr::null_mut(),
+        };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(config, defaults) }
+    })
+}
+
+/// Reads a caller's config of any known size; missing fields take defaults.
+///
+/// # Safety
+/// `config` is valid for reading `config.struct_size` bytes.
+unsafe fn read_config(config: *const gil_config_t) -> Result<gil_config_t, gil_result_t> {
+    let mut full = gil_config_t {
+        struct_size: 0,
+        policy: GIL_POLICY_CLASSIC,
+        switch_interval_us: GIL_DEFAULT_SWITCH_INTERVAL_US,
+        on_drop_request: None,
+        user_data: ptr::null_mut(),
+    };
+    // SAFETY: the first field is always there (the caller sets it).
+    let size = unsafe { ptr::addr_of!((*config).struct_size).read_unaligned() } as usize;
+    let min = offset_of!(gil_config_t, policy) + size_of::<gil_policy_t>();
+    if size < min || size > size_of::<gil_config_t>() {
+        return Err(GIL_ERR_INVALID_CONFIG);
+    }
+    // SAFETY:
+    // - the caller's struct has `size` readable bytes (its own struct_size);
+    // - `full` has at least `size` bytes, checked above;
+    // - all-bytes-valid: u32/u64/pointer fields, and the callback is an
+    //   Option of a fn pointer, which a C NULL or function address fills.
+    unsafe { ptr::copy_nonoverlapping(config.cast::<u8>(), ptr::addr_of_mut!(full).cast::<u8>(), size) };
+    Ok(full)
+}
+
+/// Creates a free lock. `config` may be NULL for the defaults. On success
+/// `*gil_out` is the new lock. Any thread; does not block.
+///
+/// # Safety
+/// `config` is NULL or points to a `gil_config_t` whose first `struct_size`
+/// bytes are readable; `gil_out` is valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut gil_t) -> gil_result_t {
+    guard_result(|| {
+        if gil_out.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        let mut builder = GilConfig::new();
+        if !config.is_null() {
+            // SAFETY: forwarded from this function's contract.
+            let c = unsafe { read_config(config) }?;
+            let policy = policy_from_raw(c.policy).map_err(|_| GIL_ERR_INVALID_CONFIG)?;
+            builder = builder.switch_interval_us(c.switch_interval_us).policy(policy);
+            if let Some(callback) = c.on_drop_request {
+                let cb = DropCallback {
+                    callback,
+                    user_data: c.user_data,
+                };
+                builder = builder.on_drop_request(move |holder| cb.call(holder));
+            }
+        }
+        let gil = Gil::new(builder).map_err(map_err)?;
+        let boxed = Box::into_raw(Box::new(gil_t { gil }));
+        // SAFETY: checked non-NULL above; valid for writes by the contract.
+        unsafe { gil_out.write(boxed) };
+        Ok(())
+    })
+}
+
+/// Destroys a lock. NULL is a no-op (`GIL_OK`). A lock that is held or
+/// awaited is not freed: `GIL_ERR_BUSY`. No thread may be inside (or enter)
+/// another call on the lock while it is freed.
+///
+/// # Safety
+/// `gil` is NULL or a pointer from `gil_new` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn gil_free(gil: *mut gil_t) -> gil_result_t {
+    guard_result(|| {
+        if gil.is_null() {
+            return Ok(());
+        }
+        // SAFETY: non-NULL and live by the contract.
+        if !unsafe { &(*gil).gil }.is_idle() {
+            return Err(GIL_ERR_BUSY);
+        }
+        // SAFETY: from `Box::into_raw` in gil_new; the caller gives it up.
+        drop(unsafe { Box::from_raw(gil) });
+        Ok(())
+    })
+}
+
+/// Blocks until `token` (non-NULL, naming the calling thread) holds the
+/// lock. While it waits, each switch interval without a switch raises a drop
+/// request on the holder. Any thread; blocks.
+///
+/// # Safety
+/// `gil` is NULL or a live lock from `gil_new`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_acquire(gil: *mut gil_t, token: *mut c_void) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        gil.acquire(self::token(token)?).map_err(map_err)
+    })
+}
+
+/// Like `gil_acquire`, but after each switch interval spent waiting calls
+/// `should_abort(user_data)`; if it returns true, gives up with
+/// `GIL_ERR_ABORTED` without the lock. `should_abort` may be NULL (never
+/// abort). Any thread; blocks.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `should_abort`, if set, accepts `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_acquire_or_abort(
+    gil: *mut gil_t,
+    token: *mut c_void,
+    should_abort: gil_abort_cb,
+    user_data: *mut c_void,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        let token = self::token(token)?;
+        let mut check = || match should_abort {
+            // SAFETY: the caller promised `should_abort` accepts `user_data`.
+            Some(f) => unsafe { f(user_data) },
+            None => false,
+        };
+        gil.acquire_or_abort(token, &mut check).map_err(map_err)
+    })
+}
+
+/// Takes the lock if it is free right now: `*acquired_out` is true if
+/// `token` now holds it, false if another token does. Any thread; does not
+/// wait for the lock (only, briefly, for its internal mutex).
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `acquired_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_try_acquire(gil: *mut gil_t, token: *mut c_void, acquired_out: *mut bool) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        let token = self::token(token)?;
+        if acquired_out.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        let got = gil.try_acquire(token).map_err(map_err)?;
+        // SAFETY: checked non-NULL; writable by the contract.
+        unsafe { write_out(acquired_out, got) }
+    })
+}
+
+/// Lets go of the lock held by `token`. `GIL_RELEASE_FORCED` (and
+/// `GIL_RELEASE_VOLUNTARY` with a drop request pending) blocks until another
+/// thread has taken the lock, unless nobody waits; the others do not block.
+/// Called by the thread that holds the lock.
+///
+/// # Safety
+/// `gil` is NULL or a live lock.
+#[no_mangle]
+pub unsafe extern "C" fn gil_release(
+    gil: *mut gil_t,
+    token: *mut c_void,
+    reason: gil_release_reason_t,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        let token = self::token(token)?;
+        let reason = match reason {
+            GIL_RELEASE_VOLUNTARY => ReleaseReason::Voluntary,
+            GIL_RELEASE_FORCED => ReleaseReason::Forced,
+            GIL_RELEASE_FINAL => ReleaseReason::Final,
+            _ => return Err(GIL_ERR_INVALID_ARGUMENT),
+        };
+        gil.release(token, reason).map_err(map_err)
+    })
+}
+
+/// Whether a waiter has asked the current holder to drop the lock. One
+/// relaxed load: cheap enough to poll often. False for NULL. Any thread
+/// (only the holder should act on it); does not block.
+///
+/// # Safety
+/// `gil` is NULL or a live lock.
+#[no_mangle]
+pub unsafe extern "C" fn gil_drop_requested(gil: *const gil_t) -> bool {
+    // SAFETY: forwarded from this function's contract.
+    guard(false, || unsafe { lock_ref(gil) }.is_ok_and(Gil::drop_requested))
+}
+
+/// For hosts that poll: if a drop was requested, releases with
+/// `GIL_RELEASE_FORCED` and re-acquires. `*yielded_out` (may be NULL) tells
+/// whether it did. Called by the holder; may block.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `yielded_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_handle_drop_request(
+    gil: *mut gil_t,
+    token: *mut c_void,
+    yielded_out: *mut bool,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        let yielded = gil.handle_drop_request(self::token(token)?).map_err(map_err)?;
+        if !yielded_out.is_null() {
+            // SAFETY: non-NULL; writable by the contract.
+            unsafe { yielded_out.write(yielded) };
+        }
+        Ok(())
+    })
+}
+
+/// `*us_out` = the switch interval in microseconds, as set. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `us_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_switch_interval(gil: *const gil_t, us_out: *mut u64) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(us_out, gil.switch_interval_us()) }
+    })
+}
+
+/// Sets the switch interval (microseconds, 0 behaving as 1); waiters use it
+/// from their next wait. Above `GIL_MAX_SWITCH_INTERVAL_US`:
+/// `GIL_ERR_INVALID_CONFIG`, interval unchanged. Any thread; does not block.
+///
+/// # Safety
+/// `gil` is NULL or a live lock.
+#[no_mangle]
+pub unsafe extern "C" fn gil_set_switch_interval(gil: *mut gil_t, us: u64) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        gil.set_switch_interval_us(us).map_err(map_err)
+    })
+}
+
+/// In the child after `fork()`: makes the lock fresh and held by `token`
+/// (the forking thread), forgetting every other thread; counters restart.
+/// Call it before the child starts any thread. Does not block.
+///
+/// # Safety
+/// `gil` is NULL or a live lock (inherited from the parent).
+#[no_mangle]
+pub unsafe extern "C" fn gil_reinit_after_fork(gil: *mut gil_t, token: *mut c_void) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        gil.reinit_after_fork(self::token(token)?);
+        Ok(())
+    })
+}
+
+/// `*holder_out` = the token holding the lock, or NULL if it is free. For
+/// observers (debuggers, profilers): a racy snapshot. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `holder_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_holder(gil: *const gil_t, holder_out: *mut *mut c_void) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        let holder = gil.holder().map_or(ptr::null_mut(), |t| t.get() as *mut c_void);
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(holder_out, holder) }
+    })
+}
+
+/// `*holder_out` = the token that took the lock last (CPython's
+/// `last_holder`), NULL after its final release. Racy snapshot; any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `holder_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_last_holder(gil: *const gil_t, holder_out: *mut *mut c_void) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        let holder = gil.last_holder().map_or(ptr::null_mut(), |t| t.get() as *mut c_void);
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(holder_out, holder) }
+    })
+}
+
+/// `*locked_out` = whether some token holds the lock. Racy snapshot; any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `locked_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_is_locked(gil: *const gil_t, locked_out: *mut bool) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(locked_out, gil.is_locked()) }
+    })
+}
+
+/// `*switch_number_out` = how many times the lock changed hands (CPython's
+/// `switch_number`). Racy snapshot; any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `switch_number_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_switch_number(gil: *const gil_t, switch_number_out: *mut u64) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(switch_number_out, gil.switch_number()) }
+    })
+}
+
+/// `*policy_out` = the lock's policy (a `GIL_POLICY_*` value). Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `policy_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_policy(gil: *const gil_t, policy_out: *mut gil_policy_t) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(policy_out, policy_to_raw(gil.policy())) }
+    })
+}
+
+/// Fills `*counters_out`, whose `struct_size` the caller must set to
+/// `sizeof(gil_counters_t)` first (smaller known sizes get the fields that
+/// fit). Each counter is a racy snapshot. Any thread; does not block.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `counters_out` is NULL or points to a
+/// `gil_counters_t` writable for its `struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_counters(gil: *const gil_t, counters_out: *mut gil_counters_t) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        if counters_out.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        // SAFETY: non-NULL; the first field is readable by the contract.
+        let size = unsafe { ptr::addr_of!((*counters_out).struct_size).read_unaligned() } as usize;
+        let min = offset_of!(gil_counters_t, acquisitions) + size_of::<u64>();
+        if size < min || size > size_of::<gil_counters_t>() {
+            return Err(GIL_ERR_INVALID_ARGUMENT);
+        }
+        let c = gil.counters();
+        let full = gil_counters_t {
+            struct_size: size as u32,
+            reserved: 0,
+            acquisitions: c.acquisitions,
+            switches: c.switches,
+            drop_requests: c.drop_requests,
+            forced_switches: c.forced_switches,
+            wait_ns: u64::try_from(c.wait_time.as_nanos()).unwrap_or(u64::MAX),
+        };
+        // SAFETY: `size` bytes are writable at `counters_out` (contract) and
+        // readable from `full` (checked `size <= sizeof`).
+        unsafe { ptr::copy_nonoverlapping(ptr::addr_of!(full).cast::<u8>(), counters_out.cast::<u8>(), size) };
+        Ok(())
+    })
+}
+
+/// The name of `policy` (`"classic"`, ...), a static string; NULL if the
+/// value is not a known policy. Any thread.
+#[no_mangle]
+pub extern "C" fn gil_policy_name(policy: gil_policy_t) -> *const c_char {
+    guard(ptr::null(), || match policy_from_raw(policy) {
+        Ok(Policy::Classic) => c"classic".as_ptr(),
+        _ => ptr::null(),
+    })
+}
+
+/// `*policy_out` = the policy named `name` (a NUL-terminated string, as
+/// printed by `gil_policy_name`); `GIL_ERR_UNKNOWN_POLICY` if there is none.
+/// Any thread.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `policy_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_policy_from_name(name: *const c_char, policy_out: *mut gil_policy_t) -> gil_result_t {
+    guard_result(|| {
+        if name.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        // SAFETY: non-NULL and NUL-terminated by the contract.
+        let name = unsafe { CStr::from_ptr(name) };
+        let policy: Policy = name
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or(GIL_ERR_UNKNOWN_POLICY)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(policy_out, policy_to_raw(policy)) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_constants_match_cargo_toml() {
+        let want = format!("{GIL_VERSION_MAJOR}.{GIL_VERSION_MINOR}.{GIL_VERSION_PATCH}");
+        assert_eq!(want, env!("CARGO_PKG_VERSION"));
+        // SAFETY: gil_version returns a static NUL-terminated string.
+        let got = unsafe { CStr::from_ptr(gil_version()) };
+        assert_eq!(got.to_str().unwrap(), want);
+    }
+
+    #[test]
+    fn header_version_macro_matches_cargo_toml() {
+        let line = format!("#define GIL_VERSION \"{}\"", env!("CARGO_PKG_VERSION"));
+        assert!(
+            include_str!("../cbindgen.toml").contains(&line),
+            "cbindgen.toml must define {line}"
+        );
+        assert!(
+            include_str!("../../../include/gil.h").contains(&line),
+            "include/gil.h is stale"
+        );
+    }
+
+    #[test]
+    fn constants_match_the_core() {
+        assert_eq!(GIL_DEFAULT_SWITCH_INTERVAL_US, gil_core::DEFAULT_SWITCH_INTERVAL_US);
+        assert_eq!(GIL_MAX_SWITCH_INTERVAL_US, gil_core::MAX_SWITCH_INTERVAL_US);
+        for &p in Policy::ALL {
+            let raw = policy_to_raw(p);
+            assert_eq!(policy_from_raw(raw), Ok(p), "policy {p} does not round-trip");
+            // SAFETY: gil_policy_name returns NULL or a static C string.
+            let name = unsafe { CStr::from_ptr(gil_policy_name(raw)) };
+            assert_eq!(name.to_str().unwrap(), p.name());
+        }
+    }
+
+    #[test]
+    fn every_result_code_has_its_own_text() {
+        let texts: Vec<_> = (0..=9u32)
+            // SAFETY: gil_result_str always returns a static C string.
+            .map(|c| unsafe { CStr::from_ptr(gil_result_str(c)) }.to_owned())
+            .collect();
+        // SAFETY: as above.
+        let unknown = unsafe { CStr::from_ptr(gil_result_str(10_000)) }.to_owned();
+        for (i, t) in texts.iter().enumerate() {
+            assert_ne!(t, &unknown, "code {i} has no text");
+            assert_eq!(texts.iter().filter(|u| *u == t).count(), 1, "code {i} shares its text");
+        }
+    }
+
+    #[test]
+    fn a_panic_becomes_an_error_code() {
+        assert_eq!(guard_result(|| panic!("boom")), GIL_ERR_PANIC);
+    }
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README): build, every test, the loom models,
-# a smoke run of the demo, clippy and rustfmt. CI runs exactly this.
+# the C tests of the C ABI and its example, a smoke run of the demo, clippy
+# and rustfmt. CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -22,6 +23,9 @@ preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 step "loom models (LOOM_MAX_PREEMPTIONS=$preemptions)"
 CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg gil_loom" LOOM_MAX_PREEMPTIONS="$preemptions" \
     timeout 1800 cargo test -p gil-core --test loom --release --locked
+
+step "C ABI: header check, C tests (ASan+UBSan, valgrind), install, example"
+bash scripts/c-tests.sh
 
 step "demo smoke run"
 cargo run --quiet --release --locked -p gil-bench --bin gil-demo -- --cpu 2 --seconds 0.3

@@ -1,0 +1,502 @@
+/*
+ * C tests of the gil C ABI. Built -Wall -Wextra -Werror -pedantic, run
+ * under ASan + UBSan and under valgrind by scripts/c-tests.sh.
+ *
+ * GIL_TEST_SCALE (default 1) multiplies the iteration counts; valgrind runs
+ * use a smaller one because it serialises threads.
+ */
+#define _GNU_SOURCE
+#include <gil.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+static int checks_failed_in_test;
+
+#define CHECK(cond)                                                                \
+    do {                                                                           \
+        if (!(cond)) {                                                             \
+            fprintf(stderr, "  FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);    \
+            checks_failed_in_test++;                                               \
+        }                                                                          \
+    } while (0)
+
+#define CHECK_RESULT(expr, want)                                                   \
+    do {                                                                           \
+        gil_result_t got_ = (expr);                                                \
+        if (got_ != (want)) {                                                      \
+            fprintf(stderr, "  FAILED %s:%d: %s gave %u (%s), want %s\n", __FILE__, \
+                    __LINE__, #expr, (unsigned)got_, gil_result_str(got_), #want); \
+            checks_failed_in_test++;                                               \
+        }                                                                          \
+    } while (0)
+
+static int scale(void) {
+    const char *s = getenv("GIL_TEST_SCALE");
+    int v = s ? atoi(s) : 1;
+    return v > 0 ? v : 1;
+}
+
+static gil_t *new_gil(uint64_t interval_us, gil_drop_request_cb cb, void *user_data) {
+    gil_config_t config;
+    gil_t *gil = NULL;
+    if (gil_config_init(&config) != GIL_OK) abort();
+    config.switch_interval_us = interval_us;
+    config.on_drop_request = cb;
+    config.user_data = user_data;
+    if (gil_new(&config, &gil) != GIL_OK) abort();
+    return gil;
+}
+
+/* ---- mutual exclusion -------------------------------------------------- */
+
+enum { EXCL_THREADS = 8 };
+
+struct excl {
+    gil_t *gil;
+    unsigned long counter; /* protected only by the GIL */
+    int rounds;
+};
+
+struct excl_thread {
+    struct excl *shared;
+    int index;
+};
+
+static void *excl_worker(void *arg) {
+    struct excl_thread *self = arg;
+    struct excl *s = self->shared;
+    for (int i = 0; i < s->rounds; i++) {
+        if (gil_acquire(s->gil, self) != GIL_OK) abort();
+        volatile unsigned long *c = &s->counter;
+        unsigned long v = *c;
+        if (i % 16 == 0) sched_yield();
+        *c = v + 1;
+        gil_release_reason_t reason = gil_drop_requested(s->gil) ? GIL_RELEASE_FORCED : GIL_RELEASE_VOLUNTARY;
+        if (gil_release(s->gil, self, reason) != GIL_OK) abort();
+    }
+    return NULL;
+}
+
+static void test_mutual_exclusion(void) {
+    struct excl s = {new_gil(50, NULL, NULL), 0, 5000 * scale()};
+    struct excl_thread t[EXCL_THREADS];
+    pthread_t th[EXCL_THREADS];
+    for (int i = 0; i < EXCL_THREADS; i++) {
+        t[i].shared = &s;
+        t[i].index = i;
+        pthread_create(&th[i], NULL, excl_worker, &t[i]);
+    }
+    for (int i = 0; i < EXCL_THREADS; i++) pthread_join(th[i], NULL);
+    CHECK(s.counter == (unsigned long)EXCL_THREADS * (unsigned long)s.rounds);
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    CHECK_RESULT(gil_get_counters(s.gil, &c), GIL_OK);
+    CHECK(c.acquisitions == (uint64_t)EXCL_THREADS * (uint64_t)s.rounds);
+    CHECK_RESULT(gil_free(s.gil), GIL_OK);
+}
+
+/* ---- drop requests: callback, flag, forced switch ---------------------- */
+
+/* A host thread with an "eval breaker", as CPython's PyThreadState. */
+struct host_thread {
+    atomic_int eval_breaker;
+    atomic_int holding; /* 1 from acquire's return until release is called */
+};
+
+struct cb_log {
+    atomic_int calls;
+    atomic_int bad_holder; /* callback named a thread that was not holding */
+    void *last_holder;
+};
+
+static void on_drop_request(void *user_data, void *holder) {
+    struct cb_log *log = user_data;
+    struct host_thread *t = holder;
+    if (!atomic_load(&t->holding)) atomic_fetch_add(&log->bad_holder, 1);
+    log->last_holder = holder;
+    atomic_store(&t->eval_breaker, 1);
+    atomic_fetch_add(&log->calls, 1);
+}
+
+struct waiter_arg {
+    gil_t *gil;
+    struct host_thread *self;
+    atomic_int done;
+};
+
+static void *waiter_main(void *arg) {
+    struct waiter_arg *w = arg;
+    if (gil_acquire(w->gil, w->self) != GIL_OK) abort();
+    atomic_store(&w->self->holding, 1);
+    atomic_store(&w->done, 1);
+    atomic_store(&w->self->holding, 0);
+    if (gil_release(w->gil, w->self, GIL_RELEASE_FINAL) != GIL_OK) abort();
+    return NULL;
+}
+
+static void test_drop_request_through_callback(void) {
+    struct cb_log log;
+    memset(&log, 0, sizeof log);
+    gil_t *gil = new_gil(1000, on_drop_request, &log);
+    struct host_thread holder, waiter;
+    memset(&holder, 0, sizeof holder);
+    memset(&waiter, 0, sizeof waiter);
+    CHECK_RESULT(gil_acquire(gil, &holder), GIL_OK);
+    atomic_store(&holder.holding, 1);
+    struct waiter_arg w = {gil, &waiter, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, waiter_main, &w);
+    /* The holder checks only its own eval breaker, as CPython does. */
+    while (!atomic_load(&holder.eval_breaker)) sched_yield();
+    CHECK(log.last_holder == &holder);
+    atomic_store(&holder.holding, 0);
+    CHECK_RESULT(gil_release(gil, &holder, GIL_RELEASE_FORCED), GIL_OK);
+    /* Forced switch: returned only once the waiter had taken the lock. */
+    void *last = NULL;
+    CHECK_RESULT(gil_get_last_holder(gil, &last), GIL_OK);
+    CHECK(last == &waiter || atomic_load(&w.done));
+    pthread_join(th, NULL);
+    CHECK(atomic_load(&log.calls) >= 1);
+    CHECK(atomic_load(&log.bad_holder) == 0);
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    CHECK_RESULT(gil_get_counters(gil, &c), GIL_OK);
+    CHECK(c.drop_requests >= 1);
+    CHECK(c.forced_switches == 1);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
+static void test_drop_request_through_flag(void) {
+    gil_t *gil = new_gil(1000, NULL, NULL);
+    struct host_thread holder, waiter;
+    memset(&holder, 0, sizeof holder);
+    memset(&waiter, 0, sizeof waiter);
+    CHECK_RESULT(gil_acquire(gil, &holder), GIL_OK);
+    bool yielded = true;
+    CHECK_RESULT(gil_handle_drop_request(gil, &holder, &yielded), GIL_OK);
+    CHECK(!yielded); /* nobody waits: nothing to do */
+    struct waiter_arg w = {gil, &waiter, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, waiter_main, &w);
+    while (!gil_drop_requested(gil)) sched_yield();
+    CHECK_RESULT(gil_handle_drop_request(gil, &holder, &yielded), GIL_OK);
+    CHECK(yielded);
+    /* handle_drop_request released (forced) and re-acquired: by then the
+       waiter has had its turn. */
+    CHECK(atomic_load(&w.done));
+    void *h = NULL;
+    CHECK_RESULT(gil_get_holder(gil, &h), GIL_OK);
+    CHECK(h == &holder);
+    CHECK_RESULT(gil_release(gil, &holder, GIL_RELEASE_FINAL), GIL_OK);
+    pthread_join(th, NULL);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
+static void test_forced_switch(void) {
+    gil_t *gil = new_gil(500, NULL, NULL);
+    struct host_thread a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    int rounds = 10 * scale();
+    for (int i = 0; i < rounds; i++) {
+        CHECK_RESULT(gil_acquire(gil, &a), GIL_OK);
+        struct waiter_arg w = {gil, &b, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, waiter_main, &w);
+        while (!gil_drop_requested(gil)) sched_yield(); /* b waits */
+        CHECK_RESULT(gil_release(gil, &a, GIL_RELEASE_FORCED), GIL_OK);
+        /* b took the lock before our release returned (and may even have
+           made its final release since, which clears last_holder). */
+        void *last = &a;
+        CHECK_RESULT(gil_get_last_holder(gil, &last), GIL_OK);
+        CHECK(last == &b || (last == NULL && atomic_load(&w.done)));
+        pthread_join(th, NULL);
+    }
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    CHECK_RESULT(gil_get_counters(gil, &c), GIL_OK);
+    CHECK(c.forced_switches == (uint64_t)rounds);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
+/* ---- misuse ------------------------------------------------------------- */
+
+static bool abort_now(void *user_data) {
+    atomic_fetch_add((atomic_int *)user_data, 1);
+    return true;
+}
+
+static void *busy_waiter(void *arg) {
+    struct waiter_arg *w = arg;
+    if (gil_acquire(w->gil, w->self) != GIL_OK) abort();
+    atomic_store(&w->done, 1);
+    if (gil_release(w->gil, w->self, GIL_RELEASE_FINAL) != GIL_OK) abort();
+    return NULL;
+}
+
+static void test_misuse_codes(void) {
+    int a_, b_;
+    void *a = &a_, *b = &b_;
+    gil_t *gil = NULL;
+    gil_config_t config;
+
+    /* NULL arguments */
+    CHECK_RESULT(gil_config_init(NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_new(NULL, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_new(NULL, &gil), GIL_OK); /* NULL config: defaults */
+    CHECK_RESULT(gil_acquire(NULL, a), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_acquire(gil, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_release(gil, NULL, GIL_RELEASE_VOLUNTARY), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_try_acquire(gil, a, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_get_switch_interval(gil, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_get_holder(NULL, &b), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_get_counters(gil, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_reinit_after_fork(gil, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_policy_from_name(NULL, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK(!gil_drop_requested(NULL));
+    CHECK_RESULT(gil_free(NULL), GIL_OK);
+    {
+        bool locked = true;
+        CHECK_RESULT(gil_is_locked(gil, &locked), GIL_OK);
+        CHECK(!locked);
+    }
+
+    /* not the holder / already held; out-parameters untouched on error */
+    CHECK_RESULT(gil_release(gil, a, GIL_RELEASE_VOLUNTARY), GIL_ERR_NOT_HOLDER);
+    CHECK_RESULT(gil_acquire(gil, a), GIL_OK);
+    CHECK_RESULT(gil_acquire(gil, a), GIL_ERR_ALREADY_HELD);
+    {
+        bool got = true;
+        CHECK_RESULT(gil_try_acquire(gil, a, &got), GIL_ERR_ALREADY_HELD);
+        CHECK(got == true); /* untouched */
+        CHECK_RESULT(gil_try_acquire(gil, b, &got), GIL_OK);
+        CHECK(got == false);
+        bool yielded = true;
+        CHECK_RESULT(gil_handle_drop_request(gil, b, &yielded), GIL_ERR_NOT_HOLDER);
+        CHECK(yielded == true); /* untouched */
+    }
+    CHECK_RESULT(gil_release(gil, b, GIL_RELEASE_FORCED), GIL_ERR_NOT_HOLDER);
+    CHECK_RESULT(gil_release(gil, a, 7), GIL_ERR_INVALID_ARGUMENT);
+    {
+        void *h = NULL;
+        CHECK_RESULT(gil_get_holder(gil, &h), GIL_OK);
+        CHECK(h == a); /* a bad release changed nothing */
+    }
+
+    /* busy: free while held, and while awaited */
+    CHECK_RESULT(gil_free(gil), GIL_ERR_BUSY);
+    {
+        int c_;
+        struct waiter_arg w = {gil, (struct host_thread *)(void *)&c_, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, busy_waiter, &w);
+        while (!gil_drop_requested(gil)) sched_yield();
+        CHECK_RESULT(gil_release(gil, a, GIL_RELEASE_VOLUNTARY), GIL_OK);
+        /* The release answered the pending request, so it returned only
+           once the waiter had the lock: held, or just being released. */
+        pthread_join(th, NULL);
+        CHECK(atomic_load(&w.done));
+    }
+    CHECK_RESULT(gil_acquire(gil, a), GIL_OK);
+    {
+        /* Held, and a waiter inside gil_acquire: free must refuse. */
+        int c_;
+        struct waiter_arg w = {gil, (struct host_thread *)(void *)&c_, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, busy_waiter, &w);
+        while (!gil_drop_requested(gil)) sched_yield();
+        CHECK_RESULT(gil_free(gil), GIL_ERR_BUSY);
+        CHECK_RESULT(gil_release(gil, a, GIL_RELEASE_FINAL), GIL_OK);
+        pthread_join(th, NULL);
+        CHECK(atomic_load(&w.done));
+    }
+
+    /* switch interval bounds */
+    {
+        uint64_t us = 0;
+        CHECK_RESULT(gil_set_switch_interval(gil, GIL_MAX_SWITCH_INTERVAL_US + 1), GIL_ERR_INVALID_CONFIG);
+        CHECK_RESULT(gil_get_switch_interval(gil, &us), GIL_OK);
+        CHECK(us == GIL_DEFAULT_SWITCH_INTERVAL_US);
+        CHECK_RESULT(gil_set_switch_interval(gil, 0), GIL_OK);
+        CHECK_RESULT(gil_get_switch_interval(gil, &us), GIL_OK);
+        CHECK(us == 0);
+    }
+
+    /* aborted wait */
+    {
+        atomic_int asked = 0;
+        CHECK_RESULT(gil_set_switch_interval(gil, 200), GIL_OK);
+        CHECK_RESULT(gil_acquire(gil, a), GIL_OK);
+        /* From this thread with another token: the wait times out, asks,
+           and gives up. */
+        CHECK_RESULT(gil_acquire_or_abort(gil, b, abort_now, &asked), GIL_ERR_ABORTED);
+        CHECK(atomic_load(&asked) >= 1);
+        void *h = NULL;
+        CHECK_RESULT(gil_get_holder(gil, &h), GIL_OK);
+        CHECK(h == a);
+        CHECK_RESULT(gil_release(gil, a, GIL_RELEASE_FORCED), GIL_OK); /* nobody waits: returns */
+        CHECK_RESULT(gil_acquire_or_abort(gil, b, NULL, NULL), GIL_OK);
+        CHECK_RESULT(gil_release(gil, b, GIL_RELEASE_FINAL), GIL_OK);
+    }
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+
+    /* invalid configs */
+    gil = NULL;
+    CHECK_RESULT(gil_config_init(&config), GIL_OK);
+    CHECK(config.struct_size == sizeof config);
+    config.struct_size = 0;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_ERR_INVALID_CONFIG);
+    config.struct_size = sizeof config + 8;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_ERR_INVALID_CONFIG);
+    CHECK_RESULT(gil_config_init(&config), GIL_OK);
+    config.policy = 99;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_ERR_INVALID_CONFIG);
+    CHECK_RESULT(gil_config_init(&config), GIL_OK);
+    config.switch_interval_us = GIL_MAX_SWITCH_INTERVAL_US + 1;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_ERR_INVALID_CONFIG);
+    CHECK(gil == NULL); /* out-parameter untouched on every failure */
+
+    /* an older, shorter config: missing fields take their defaults */
+    CHECK_RESULT(gil_config_init(&config), GIL_OK);
+    config.struct_size = (uint32_t)offsetof(gil_config_t, switch_interval_us);
+    config.switch_interval_us = 1; /* beyond struct_size: must be ignored */
+    CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    {
+        uint64_t us = 0;
+        CHECK_RESULT(gil_get_switch_interval(gil, &us), GIL_OK);
+        CHECK(us == GIL_DEFAULT_SWITCH_INTERVAL_US);
+        gil_counters_t c;
+        memset(&c, 0xAB, sizeof c);
+        c.struct_size = 0;
+        CHECK_RESULT(gil_get_counters(gil, &c), GIL_ERR_INVALID_ARGUMENT);
+        c.struct_size = (uint32_t)offsetof(gil_counters_t, switches); /* old, shorter */
+        CHECK_RESULT(gil_get_counters(gil, &c), GIL_OK);
+        CHECK(c.acquisitions == 0);
+        CHECK(c.switches == 0xABABABABABABABABull); /* beyond struct_size: untouched */
+    }
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+
+    /* policies and result texts */
+    {
+        gil_policy_t p = 42;
+        CHECK_RESULT(gil_policy_from_name("classic", &p), GIL_OK);
+        CHECK(p == GIL_POLICY_CLASSIC);
+        p = 42;
+        CHECK_RESULT(gil_policy_from_name("fifo-please", &p), GIL_ERR_UNKNOWN_POLICY);
+        CHECK(p == 42);
+        CHECK(strcmp(gil_policy_name(GIL_POLICY_CLASSIC), "classic") == 0);
+        CHECK(gil_policy_name(77) == NULL);
+        for (uint32_t code = 0; code <= GIL_ERR_UNKNOWN_POLICY; code++) {
+            CHECK(gil_result_str(code) != NULL);
+            CHECK(strcmp(gil_result_str(code), gil_result_str(1000)) != 0);
+        }
+        CHECK(strcmp(gil_version(), GIL_VERSION) == 0);
+    }
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+static void *fork_waiter(void *arg) {
+    struct waiter_arg *w = arg;
+    if (gil_acquire(w->gil, w->self) != GIL_OK) abort();
+    atomic_store(&w->done, 1);
+    if (gil_release(w->gil, w->self, GIL_RELEASE_FINAL) != GIL_OK) abort();
+    return NULL;
+}
+
+static void test_fork_in_threaded_process(void) {
+    gil_t *gil = new_gil(1000, NULL, NULL);
+    struct host_thread main_t, child_t, child_worker, w_t[3];
+    memset(&main_t, 0, sizeof main_t);
+    CHECK_RESULT(gil_acquire(gil, &main_t), GIL_OK);
+    struct waiter_arg w[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        w[i].gil = gil;
+        w[i].self = &w_t[i];
+        atomic_init(&w[i].done, 0);
+        pthread_create(&th[i], NULL, fork_waiter, &w[i]);
+    }
+    while (!gil_drop_requested(gil)) sched_yield(); /* they are blocked on it */
+
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        /* The child: only this thread exists. */
+        int ok = gil_reinit_after_fork(gil, &child_t) == GIL_OK;
+        void *h = NULL;
+        ok = ok && gil_get_holder(gil, &h) == GIL_OK && h == &child_t;
+        ok = ok && !gil_drop_requested(gil);
+        ok = ok && gil_release(gil, &child_t, GIL_RELEASE_VOLUNTARY) == GIL_OK;
+        /* and it works with threads again */
+        struct waiter_arg cw = {gil, &child_worker, 0};
+        pthread_t cth;
+        ok = ok && gil_acquire(gil, &child_t) == GIL_OK;
+        ok = ok && pthread_create(&cth, NULL, fork_waiter, &cw) == 0;
+        while (ok && !gil_drop_requested(gil)) sched_yield();
+        ok = ok && gil_release(gil, &child_t, GIL_RELEASE_FORCED) == GIL_OK;
+        void *last = &child_t; /* the worker took over before that returned */
+        ok = ok && gil_get_last_holder(gil, &last) == GIL_OK;
+        ok = ok && (last == &child_worker || (last == NULL && atomic_load(&cw.done)));
+        pthread_join(cth, NULL);
+        ok = ok && atomic_load(&cw.done);
+        ok = ok && gil_free(gil) == GIL_OK;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* The parent is unaffected: still the holder, and the waiters get it. */
+    void *h = NULL;
+    CHECK_RESULT(gil_get_holder(gil, &h), GIL_OK);
+    CHECK(h == &main_t);
+    CHECK_RESULT(gil_release(gil, &main_t, GIL_RELEASE_FINAL), GIL_OK);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(atomic_load(&w[i].done));
+    }
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
+/* ---- driver ------------------------------------------------------------- */
+
+struct test {
+    const char *name;
+    void (*fn)(void);
+};
+
+int main(void) {
+    static const struct test tests[] = {
+        {"mutual_exclusion", test_mutual_exclusion},
+        {"drop_request_through_callback", test_drop_request_through_callback},
+        {"drop_request_through_flag", test_drop_request_through_flag},
+        {"forced_switch", test_forced_switch},
+        {"misuse_codes", test_misuse_codes},
+        {"fork_in_threaded_process", test_fork_in_threaded_process},
+    };
+    int passed = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        checks_failed_in_test = 0;
+        tests[i].fn();
+        printf("test %s ... %s\n", tests[i].name, checks_failed_in_test ? "FAILED" : "ok");
+        fflush(stdout);
+        if (checks_failed_in_test)
+            failures++;
+        else
+            passed++;
+    }
+    printf("%d passed, %d failed\n", passed, failures);
+    return failures ? 1 : 0;
+}

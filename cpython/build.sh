@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Builds CPython 3.13 on the rust-gil library (./configure --with-rust-gil)
+# and, with --stock, the unmodified interpreter from the same source.
+#
+#   cpython/build.sh [--source DIR] [--stock] [--jobs N]
+#
+#   --source DIR  a CPython 3.13.x source tree to use (it is copied, never
+#                 modified); default: the upstream tarball inside Debian's
+#                 python3.13 source package, fetched with apt-get source
+#   --stock       also build the unmodified interpreter, for comparisons
+#   --jobs N      parallel make jobs (default: nproc)
+#
+# Everything goes under ${RUST_GIL_CACHE:-$HOME/.cache/rust-gil}, outside the
+# git tree; reruns reuse it and rebuild only what changed (a new library
+# relinks, a new patch or shim rebuilds). At the end it prints:
+#   RUSTGIL_PYTHON=<prefix>/bin/python3.13   STOCK_PYTHON=<prefix>/bin/python3.13
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cache=${RUST_GIL_CACHE:-$HOME/.cache/rust-gil}
+export PATH="$HOME/.cargo/bin:$PATH"
+
+say() { printf 'cpython/build.sh: %s\n' "$*"; }
+die() { printf 'cpython/build.sh: %s\n' "$*" >&2; exit 1; }
+
+source_dir="" stock=0 jobs=$(nproc)
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --source) [ $# -ge 2 ] || die "--source needs a directory"; source_dir=$2; shift 2 ;;
+        --stock) stock=1; shift ;;
+        --jobs) [ $# -ge 2 ] || die "--jobs needs a number"; jobs=$2; shift 2 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        *) die "unknown argument '$1' (see --help)" ;;
+    esac
+done
+
+patch_file="$repo/cpython/patches/python-3.13-rust-gil.patch"
+shim_files=("$repo/cpython/shim/ceval_gil_rust.h" "$repo/cpython/shim/_rustgilmodule.c")
+mkdir -p "$cache"
+
+# ---- the source ---------------------------------------------------------
+
+# Fetches Debian's python3.13 source package with a throwaway apt state: a
+# deb-src entry for the release that carries 3.13, built from the mirror
+# this machine's own apt configuration uses. The system's apt configuration
+# is neither read for writing nor changed.
+fetch_debian_source() {
+    local out="$cache/debian" release=trixie
+    if compgen -G "$out/python3.13_*.orig.tar.xz" >/dev/null; then
+        return
+    fi
+    command -v apt-get >/dev/null || die "apt-get not found: pass --source DIR with a CPython 3.13 tree."
+    local uri key
+    uri=$(awk '/^URIs:/{u=$2} /^Suites:/{ if ($0 !~ /security|updates|backports/ && u != "") { print u; exit } }' \
+        /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+    if [ -z "$uri" ]; then
+        uri=$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' \
+            /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
+    fi
+    [ -n "$uri" ] || die "no Debian mirror found in /etc/apt; pass --source DIR with a CPython 3.13 tree."
+    key=$(awk '/^Signed-By:/{ print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+    [ -n "$key" ] || key=/usr/share/keyrings/debian-archive-keyring.gpg
+    local apt_state
+    apt_state=$(mktemp -d)
+    mkdir -p "$apt_state/sources.list.d" "$apt_state/lists/partial" "$apt_state/cache/archives/partial" "$out"
+    printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' \
+        "$uri" "$release" "$key" >"$apt_state/sources.list.d/python3.13-src.sources"
+    local opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt_state/sources.list.d"
+                -o "Dir::State::Lists=$apt_state/lists" -o "Dir::Cache=$apt_state/cache"
+                -o "APT::Sandbox::User=root" -qq)
+    say "fetching Debian's python3.13 source package ($release)"
+    apt-get "${opts[@]}" update || die "apt-get update for the $release deb-src entry failed"
+    (cd "$out" && apt-get "${opts[@]}" source --download-only python3.13) \
+        || die "apt-get source python3.13 failed"
+    rm -rf "$apt_state"
+    compgen -G "$out/python3.13_*.orig.tar.xz" >/dev/null || die "no upstream tarball in the source package"
+}
+
+pristine="$cache/src/pristine"
+if [ -n "$source_dir" ]; then
+    [ -f "$source_dir/Include/patchlevel.h" ] || die "$source_dir is not a CPython source tree"
+    src=$(cd "$source_dir" && pwd)
+else
+    fetch_debian_source
+    tarball=$(ls "$cache"/debian/python3.13_*.orig.tar.xz | sort | tail -n 1)
+    if [ ! -f "$pristine/.from" ] || [ "$(cat "$pristine/.from")" != "$tarball" ]; then
+        say "unpacking $(basename "$tarball")"
+        rm -rf "$pristine"
+        mkdir -p "$pristine"
+        tar xf "$tarball" -C "$pristine" --strip-components=1
+        echo "$tarball" >"$pristine/.from"
+    fi
+    src=$pristine
+fi
+version=$(sed -n 's/^#define PY_VERSION[[:space:]]*"\(.*\)"/\1/p' "$src/Include/patchlevel.h")
+case "$version" in
+    3.13.*) say "CPython $version from $src" ;;
+    *) die "need CPython 3.13.x, found '$version' in $src" ;;
+esac
+
+# ---- build dependencies ---------------------------------------------------
+
+missing=()
+for pkg in build-essential pkg-config libffi-dev zlib1g-dev libssl-dev libbz2-dev liblzma-dev \
+           libsqlite3-dev libreadline-dev libncurses-dev uuid-dev; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    [ "$(id -u)" = 0 ] || die "missing build dependencies: ${missing[*]} (install them, or run as root)"
+    say "installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# ---- the library ----------------------------------------------------------
+
+say "installing the rust-gil library into $cache/gil"
+bash "$repo/scripts/install.sh" "$cache/gil" >/dev/null
+
+# ---- one interpreter ------------------------------------------------------
+
+# build NAME CONFIGURE_ARGS... : builds $src (patched for rustgil) in
+# $cache/build/NAME and installs it into $cache/NAME.
+build() {
+    local name=$1
+    shift
+    local tree="$cache/build/$name" prefix="$cache/$name"
+    local key lib_key
+    if [ "$name" = rustgil ]; then
+        key=$(cat "$patch_file" "${shim_files[@]}" | sha256sum | cut -c1-16)
+        lib_key=$(cat "$cache/gil/lib/libgil.a" "$cache/gil/include/gil.h" | sha256sum | cut -c1-16)
+    else
+        key=stock lib_key=none
+    fi
+    key="$key-$version-$src"
+    if [ -f "$tree/.key" ] && [ "$(cat "$tree/.key")" = "$key" ] && [ -x "$prefix/bin/python3.13" ]; then
+        if [ "$(cat "$tree/.lib_key")" = "$lib_key" ]; then
+            say "$name: up to date ($prefix)"
+            return
+        fi
+        say "$name: the library changed: recompiling the shim and relinking"
+        touch "$tree/Python/ceval_gil.c" "$tree/Modules/_rustgilmodule.c"
+    else
+        say "$name: fresh tree in $tree"
+        rm -rf "$tree" "$prefix"
+        mkdir -p "$tree"
+        cp -a "$src/." "$tree/"
+        rm -f "$tree/.from"
+        if [ "$name" = rustgil ]; then
+            (cd "$tree" && patch -p1 --forward --quiet <"$patch_file") || die "the patch does not apply to $version"
+            cp "$repo/cpython/shim/ceval_gil_rust.h" "$tree/Python/"
+            cp "$repo/cpython/shim/_rustgilmodule.c" "$tree/Modules/"
+            printf '# Added by cpython/build.sh: the rust-gil module, built in.\n*static*\n_rustgil _rustgilmodule.c\n' \
+                >"$tree/Modules/Setup.local"
+        fi
+        say "$name: configure $*"
+        (cd "$tree" && ./configure --prefix="$prefix" --without-ensurepip "$@" >"$tree/configure.log" 2>&1) \
+            || { tail -n 20 "$tree/configure.log" >&2; die "$name: configure failed (log: $tree/configure.log)"; }
+    fi
+    say "$name: make -j$jobs"
+    (cd "$tree" && make -j"$jobs" >"$tree/make.log" 2>&1) \
+        || { grep -E 'error|Error' "$tree/make.log" | tail -n 20 >&2; die "$name: make failed (log: $tree/make.log)"; }
+    say "$name: make install into $prefix"
+    (cd "$tree" && make install >"$tree/install.log" 2>&1) \
+        || { tail -n 20 "$tree/install.log" >&2; die "$name: make install failed (log: $tree/install.log)"; }
+    echo "$key" >"$tree/.key"
+    echo "$lib_key" >"$tree/.lib_key"
+}
+
+build rustgil --with-rust-gil="$cache/gil"
+echo "RUSTGIL_PYTHON=$cache/rustgil/bin/python3.13"
+echo "RUSTGIL_BUILD=$cache/build/rustgil"
+if [ "$stock" = 1 ]; then
+    build stock
+    echo "STOCK_PYTHON=$cache/stock/bin/python3.13"
+    echo "STOCK_BUILD=$cache/build/stock"
+fi

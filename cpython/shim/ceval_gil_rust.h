@@ -1,0 +1,314 @@
+/*
+ * Python/ceval_gil_rust.h: CPython 3.13's GIL core, routed to the rust-gil
+ * library (gil.h).
+ *
+ * Maintained in the rust-gil repository (cpython/shim/) and copied into the
+ * CPython tree by cpython/build.sh. Python/ceval_gil.c includes it, when
+ * configured --with-rust-gil, in place of its own static functions
+ * _gil_initialize, gil_created, create_gil, destroy_gil, recreate_gil,
+ * drop_gil, take_gil, _PyEval_SetSwitchInterval and _PyEval_GetSwitchInterval;
+ * everything else in ceval_gil.c (eval breaker, pending calls, PyEval_* API)
+ * is unchanged and calls these.
+ *
+ * The mapping:
+ *   - one gil_t per _gil_runtime_state, so each interpreter that owns a GIL
+ *     (the main one, sub-interpreters with their own GIL) has its own lock;
+ *   - the thread token is the PyThreadState pointer;
+ *   - the library's drop-request callback sets _PY_GIL_DROP_REQUEST_BIT in
+ *     the holder's eval breaker; the library calls it under its own mutex
+ *     while that thread still holds the GIL, so the thread state is alive;
+ *   - release reasons: final_release -> GIL_RELEASE_FINAL; a detach made by
+ *     _Py_HandlePending to answer a drop request -> GIL_RELEASE_FORCED
+ *     (marked by _PyRustGil_MarkForcedRelease); every other release
+ *     (PyEval_SaveThread, Py_BEGIN_ALLOW_THREADS, ...) -> GIL_RELEASE_VOLUNTARY;
+ *   - threads that must exit during finalization: take_gil waits with
+ *     gil_acquire_or_abort, asking _PyThreadState_MustExit after each switch
+ *     interval, and exits from here (never through the library's frames);
+ *   - gil->locked, gil->last_holder, gil->switch_number and gil->interval are
+ *     kept up to date for readers of _Py_DebugOffsets (debuggers, py-spy);
+ *     gil->locked keeps its -1 "not created" value;
+ *   - the policy comes from PYTHONRUSTGIL (ignored under -E / -I, like
+ *     PYTHONMALLOC); an unknown name is a fatal start-up error.
+ */
+
+#ifdef Py_GIL_DISABLED
+#  error "--with-rust-gil cannot be combined with --disable-gil"
+#endif
+
+#include <gil.h>
+#include <stdio.h>      // snprintf()
+#include <stdlib.h>     // getenv()
+
+#define DEFAULT_INTERVAL GIL_DEFAULT_SWITCH_INTERVAL_US
+#define RUSTGIL_DEFAULT_POLICY "classic"
+
+/* Set by _Py_HandlePending just before it detaches to answer a drop
+   request; consumed by the drop_gil that detach performs. */
+static _Py_thread_local int rustgil_forced_release = 0;
+
+static inline void
+_PyRustGil_MarkForcedRelease(void)
+{
+    rustgil_forced_release = 1;
+}
+
+static inline gil_t *
+rustgil_of(struct _gil_runtime_state *gil)
+{
+    return (gil_t *)gil->rust_gil;
+}
+
+#define RUSTGIL_CHECK(call)                                                   \
+    do {                                                                      \
+        gil_result_t rustgil_r_ = (call);                                     \
+        if (rustgil_r_ != GIL_OK) {                                           \
+            _Py_FatalErrorFormat(__func__, "rust-gil: %s: %s", #call,         \
+                                 gil_result_str(rustgil_r_));                 \
+        }                                                                     \
+    } while (0)
+
+/* The library's drop-request callback. Runs on a waiting thread, under the
+   library's mutex, while `holder` holds the GIL. */
+static void
+rustgil_on_drop_request(void *user_data, void *holder)
+{
+    (void)user_data;
+    _Py_set_eval_breaker_bit((PyThreadState *)holder, _PY_GIL_DROP_REQUEST_BIT);
+}
+
+/* gil_acquire_or_abort's check, after each switch interval spent waiting. */
+static bool
+rustgil_must_exit(void *tstate)
+{
+    return _PyThreadState_MustExit((PyThreadState *)tstate) != 0;
+}
+
+static gil_policy_t
+rustgil_policy_from_env(void)
+{
+    const char *name = NULL;
+    if (_PyRuntime.preconfig.use_environment) {
+        name = getenv("PYTHONRUSTGIL");
+    }
+    if (name == NULL || name[0] == '\0') {
+        name = RUSTGIL_DEFAULT_POLICY;
+    }
+    gil_policy_t policy;
+    if (gil_policy_from_name(name, &policy) != GIL_OK) {
+        char known[256] = "";
+        size_t used = 0;
+        for (gil_policy_t p = 0; p < 64 && used < sizeof(known); p++) {
+            const char *n = gil_policy_name(p);
+            if (n != NULL) {
+                int k = snprintf(known + used, sizeof(known) - used, "%s%s", used ? ", " : "", n);
+                used += k > 0 ? (size_t)k : 0;
+            }
+        }
+        _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: unknown GIL policy (known: %s)", name, known);
+    }
+    return policy;
+}
+
+static void
+_gil_initialize(struct _gil_runtime_state *gil)
+{
+    gil->locked = -1;
+    gil->interval = DEFAULT_INTERVAL;
+    gil->rust_gil = NULL;
+}
+
+static int
+gil_created(struct _gil_runtime_state *gil)
+{
+    if (gil == NULL) {
+        return 0;
+    }
+    return (_Py_atomic_load_int_acquire(&gil->locked) >= 0);
+}
+
+static void
+create_gil(struct _gil_runtime_state *gil)
+{
+    gil_config_t config;
+    RUSTGIL_CHECK(gil_config_init(&config));
+    config.policy = rustgil_policy_from_env();
+    config.switch_interval_us = gil->interval;
+    config.on_drop_request = rustgil_on_drop_request;
+    gil_t *lock = NULL;
+    RUSTGIL_CHECK(gil_new(&config, &lock));
+    gil->rust_gil = lock;
+    gil->switch_number = 0;
+    _Py_atomic_store_ptr_relaxed(&gil->last_holder, 0);
+    _Py_atomic_store_int_release(&gil->locked, 0);
+}
+
+static void
+destroy_gil(struct _gil_runtime_state *gil)
+{
+    /* A daemon thread may still be waiting (it exits at its next switch
+       interval, see take_gil). Then the lock cannot be freed safely: it is
+       left allocated, a deliberate leak at interpreter shutdown. */
+    if (gil_free(rustgil_of(gil)) == GIL_OK) {
+        gil->rust_gil = NULL;
+    }
+    _Py_atomic_store_int_release(&gil->locked, -1);
+}
+
+#ifdef HAVE_FORK
+/* In the child after fork(): a fresh, free lock. The library re-creates its
+   mutex and condition variables (other threads are gone); the caller,
+   _PyEval_ReInitThreads, takes it right after with take_gil(). */
+static void
+recreate_gil(struct _gil_runtime_state *gil)
+{
+    gil_t *lock = rustgil_of(gil);
+    void *token = gil;  /* any token: the lock is handed over at once */
+    RUSTGIL_CHECK(gil_reinit_after_fork(lock, token));
+    RUSTGIL_CHECK(gil_release(lock, token, GIL_RELEASE_FINAL));
+    gil->switch_number = 0;
+    _Py_atomic_store_ptr_relaxed(&gil->last_holder, 0);
+    _Py_atomic_store_int_release(&gil->locked, 0);
+}
+#endif
+
+/* Releases on behalf of `token`. If the GIL is held under another thread
+   state of this OS thread (a PyThreadState_Swap without detaching, which
+   CPython's own drop_gil tolerates by fixing last_holder), release it for
+   that holder. */
+static void
+rustgil_release(gil_t *lock, void *token, gil_release_reason_t reason)
+{
+    gil_result_t r = gil_release(lock, token, reason);
+    if (r == GIL_ERR_NOT_HOLDER) {
+        void *holder = NULL;
+        RUSTGIL_CHECK(gil_get_holder(lock, &holder));
+        if (holder == NULL) {
+            Py_FatalError("drop_gil: GIL is not locked");
+        }
+        r = gil_release(lock, holder, reason);
+    }
+    if (r != GIL_OK) {
+        _Py_FatalErrorFormat("drop_gil", "rust-gil: gil_release: %s", gil_result_str(r));
+    }
+}
+
+static void
+drop_gil(PyInterpreterState *interp, PyThreadState *tstate, int final_release)
+{
+    int forced = rustgil_forced_release;
+    rustgil_forced_release = 0;
+    assert(final_release || tstate != NULL);
+    struct _gil_runtime_state *gil = interp->ceval.gil;
+    if (!_Py_atomic_load_int_relaxed(&gil->locked)) {
+        Py_FatalError("drop_gil: GIL is not locked");
+    }
+    if (tstate != NULL) {
+        tstate->_status.holds_gil = 0;
+    }
+    /* Mirror first: once released, another thread may set it to 1. */
+    _Py_atomic_store_int_relaxed(&gil->locked, 0);
+    gil_release_reason_t reason = final_release ? GIL_RELEASE_FINAL
+                                  : forced      ? GIL_RELEASE_FORCED
+                                                : GIL_RELEASE_VOLUNTARY;
+    rustgil_release(rustgil_of(gil), tstate, reason);
+}
+
+/* Take the GIL. Keeps errno. tstate must be non-NULL. */
+static void
+take_gil(PyThreadState *tstate)
+{
+    int err = errno;
+
+    assert(tstate != NULL);
+    if (_PyThreadState_MustExit(tstate)) {
+        /* bpo-39877: a daemon thread after Py_Finalize(); tstate may be
+           dangling. */
+        PyThread_exit_thread();
+    }
+
+    assert(_PyThreadState_CheckConsistency(tstate));
+    PyInterpreterState *interp = tstate->interp;
+    struct _gil_runtime_state *gil = interp->ceval.gil;
+    assert(gil_created(gil));
+    gil_t *lock = rustgil_of(gil);
+
+    /* A drop request left over from this thread's previous turn (answered
+       by a voluntary release) is stale. Clear it before waiting: only the
+       holder is ever asked to drop, so no fresh request can be lost here. */
+    _Py_unset_eval_breaker_bit(tstate, _PY_GIL_DROP_REQUEST_BIT);
+
+    gil_result_t r = gil_acquire_or_abort(lock, tstate, rustgil_must_exit, tstate);
+    if (r == GIL_ERR_ABORTED) {
+        /* Finalizing and this is not the finalizing thread. Exit here, not
+           from inside the library. If this thread's request was the only
+           one pending, the library has withdrawn it, so no holder waits
+           for us (gh-96387). */
+        PyThread_exit_thread();
+    }
+    if (r != GIL_OK) {
+        _Py_FatalErrorFormat(__func__, "rust-gil: gil_acquire: %s", gil_result_str(r));
+    }
+
+    /* Mirrors for _Py_DebugOffsets readers. */
+    _Py_atomic_store_int_relaxed(&gil->locked, 1);
+    if ((PyThreadState *)_Py_atomic_load_ptr_relaxed(&gil->last_holder) != tstate) {
+        _Py_atomic_store_ptr_relaxed(&gil->last_holder, tstate);
+        gil->switch_number++;
+    }
+
+    if (_PyThreadState_MustExit(tstate)) {
+        /* bpo-36475: a daemon thread that was waiting while the main thread
+           finalized. tstate may be dangling: the library never dereferences
+           tokens, so releasing under it is safe. */
+        _Py_atomic_store_int_relaxed(&gil->locked, 0);
+        rustgil_release(lock, tstate, GIL_RELEASE_FINAL);
+        PyThread_exit_thread();
+    }
+    assert(_PyThreadState_CheckConsistency(tstate));
+
+    tstate->_status.holds_gil = 1;
+    update_eval_breaker_for_thread(interp, tstate);
+
+    errno = err;
+}
+
+void
+_PyEval_SetSwitchInterval(unsigned long microseconds)
+{
+    PyInterpreterState *interp = _PyInterpreterState_GET();
+    struct _gil_runtime_state *gil = interp->ceval.gil;
+    assert(gil != NULL);
+    /* sys.setswitchinterval() has checked > 0; beyond the library's maximum
+       (one hour) the interval is clamped to it. */
+    uint64_t us = microseconds;
+    if (us > GIL_MAX_SWITCH_INTERVAL_US) {
+        us = GIL_MAX_SWITCH_INTERVAL_US;
+    }
+    if (rustgil_of(gil) != NULL) {
+        RUSTGIL_CHECK(gil_set_switch_interval(rustgil_of(gil), us));
+    }
+    gil->interval = (unsigned long)us;  /* also what create_gil starts with */
+}
+
+unsigned long
+_PyEval_GetSwitchInterval(void)
+{
+    PyInterpreterState *interp = _PyInterpreterState_GET();
+    struct _gil_runtime_state *gil = interp->ceval.gil;
+    assert(gil != NULL);
+    if (rustgil_of(gil) == NULL) {
+        return gil->interval;
+    }
+    uint64_t us = 0;
+    RUSTGIL_CHECK(gil_get_switch_interval(rustgil_of(gil), &us));
+    return (unsigned long)us;
+}
+
+/* For Modules/_rustgilmodule.c: the current interpreter's lock. */
+PyAPI_FUNC(void *)
+_PyRustGil_Current(void)
+{
+    PyInterpreterState *interp = _PyInterpreterState_GET();
+    struct _gil_runtime_state *gil = interp->ceval.gil;
+    return gil == NULL ? NULL : gil->rust_gil;
+}

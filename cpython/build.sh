@@ -50,7 +50,7 @@ fetch_debian_source() {
     fi
     command -v apt-get >/dev/null || die "apt-get not found: pass --source DIR with a CPython 3.13 tree."
     local uri key
-    uri=$(awk '/^URIs:/{u=$2} /^Suites:/{ if ($0 !~ /security|updates|backports/ && u != "") { print u; exit } }' \
+    uri=$(awk '/^URIs:/{u=$2} /^Suites:/{ if ($0 !~ /security/ && u != "") { print u; exit } }' \
         /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
     if [ -z "$uri" ]; then
         uri=$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' \

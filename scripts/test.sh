@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README): build, every test, the loom models,
-# the C tests of the C ABI and its example, a smoke run of the demo, clippy
-# and rustfmt. CI runs exactly this.
+# the C tests of the C ABI and its example, CPython 3.13 built on the lock
+# with its own thread tests (SKIP_CPYTHON=1 skips that part), a smoke run of
+# the demo, clippy and rustfmt. CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -26,6 +27,11 @@ CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg gil_loom" LOOM_MAX_PREEMPTIONS="$p
 
 step "C ABI: header check, C tests (ASan+UBSan, valgrind), install, example"
 bash scripts/c-tests.sh
+
+if [ "${SKIP_CPYTHON:-0}" != 1 ]; then
+    step "CPython 3.13 --with-rust-gil: build, smoke test, CPython's thread tests"
+    bash cpython/test.sh
+fi
 
 step "demo smoke run"
 cargo run --quiet --release --locked -p gil-bench --bin gil-demo -- --cpu 2 --seconds 0.3

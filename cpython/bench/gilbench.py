@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Side-by-side GIL benchmarks of CPython interpreters, in one run.
+
+    python3 cpython/bench/gilbench.py \\
+        --python stock=$STOCK_PYTHON \\
+        --python rustgil=$RUSTGIL_PYTHON [--python 'rustgil-x=$RUSTGIL_PYTHON PYTHONRUSTGIL=x'] \\
+        [--spinners 0,1,2] [--repeat 3] [--scenarios echo,pingpong] [--out results.md]
+
+Each interpreter runs the *server* process, which also runs N spinning
+threads (`while True: pass`); the client runs in this process (any Python 3).
+Runs are interleaved (every interpreter once per round), and the table gives
+the median of the rounds and each interpreter's ratio to the first one.
+
+Scenarios:
+  echo      the convoy-effect report's experiment: 10 MB sent as 640 messages
+            of 16 KB over loopback TCP, TCP_NODELAY on both ends; the server
+            loops recv(8192) / sendall. Metric: seconds for the whole transfer.
+  pingpong  100-byte request, 100-byte reply, back to back, for --seconds.
+            Metric: median round trip in microseconds.
+"""
+
+import argparse
+import os
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+SERVER = r'''
+import socket, sys, threading
+
+def spin():
+    while True:
+        pass
+
+for _ in range(int(sys.argv[1])):
+    threading.Thread(target=spin, daemon=True).start()
+
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(1)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        data = c.recv(8192)
+        if not data:
+            break
+        c.sendall(data)
+    c.close()
+'''
+
+
+class Interpreter:
+    def __init__(self, spec):
+        name, sep, rest = spec.partition("=")
+        if not sep or not rest:
+            raise argparse.ArgumentTypeError(f"--python wants NAME=PATH [ENV=VALUE ...], got {spec!r}")
+        words = shlex.split(rest)
+        self.name, self.path = name, words[0]
+        self.env = dict(os.environ)
+        for w in words[1:]:
+            key, eq, value = w.partition("=")
+            if not eq:
+                raise argparse.ArgumentTypeError(f"{spec!r}: {w!r} is not ENV=VALUE")
+            self.env[key] = value
+        if not os.access(self.path, os.X_OK):
+            raise argparse.ArgumentTypeError(f"{self.path}: not an executable")
+
+
+class Server:
+    def __init__(self, interp, spinners):
+        self.proc = subprocess.Popen([interp.path, "-c", SERVER, str(spinners)], stdout=subprocess.PIPE,
+                                     env=interp.env, text=True)
+        line = self.proc.stdout.readline()
+        if not line.strip().isdigit():
+            self.close()
+            raise RuntimeError(f"{interp.name}: the server did not start")
+        self.port = int(line)
+        time.sleep(0.2)  # let the spinners get going
+
+    def connect(self):
+        c = socket.create_connection(("127.0.0.1", self.port))
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return c
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def echo(server, args):
+    msg = b"x" * 16384
+    c = server.connect()
+    start = time.perf_counter()
+    for _ in range(640):
+        c.sendall(msg)
+        left = len(msg)
+        while left > 0:
+            data = c.recv(left)
+            if not data:
+                raise RuntimeError("server closed the connection")
+            left -= len(data)
+    elapsed = time.perf_counter() - start
+    c.close()
+    return elapsed
+
+
+def pingpong(server, args):
+    msg = b"p" * 100
+    c = server.connect()
+    times = []
+    end = time.perf_counter() + args.seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        c.sendall(msg)
+        left = 100
+        while left > 0:
+            data = c.recv(left)
+            if not data:
+                raise RuntimeError("server closed the connection")
+            left -= len(data)
+        times.append(time.perf_counter() - t0)
+    c.close()
+    return statistics.median(times) * 1e6
+
+
+SCENARIOS = {
+    "echo": (echo, "echo 10 MB / 16 KB", "s"),
+    "pingpong": (pingpong, "ping-pong 100 B, median RTT", "µs"),
+}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--python", action="append", type=Interpreter, required=True, metavar="NAME=PATH")
+    p.add_argument("--spinners", default="0,1,2")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--scenarios", default="echo,pingpong")
+    p.add_argument("--seconds", type=float, default=2.0, help="duration of one ping-pong run")
+    p.add_argument("--out", help="also write the table (Markdown) to this file")
+    args = p.parse_args()
+    try:
+        spinners = [int(x) for x in args.spinners.split(",")]
+    except ValueError:
+        p.error("--spinners wants numbers separated by commas, e.g. 0,1,2")
+    scenarios = args.scenarios.split(",")
+    for s in scenarios:
+        if s not in SCENARIOS:
+            p.error(f"unknown scenario {s!r}; known: {', '.join(SCENARIOS)}")
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
+
+    results = {}  # (scenario, spinners, interp) -> [values]
+    for scen in scenarios:
+        fn = SCENARIOS[scen][0]
+        for n in spinners:
+            for r in range(args.repeat):
+                for interp in args.python:
+                    server = Server(interp, n)
+                    try:
+                        v = fn(server, args)
+                    finally:
+                        server.close()
+                    results.setdefault((scen, n, interp.name), []).append(v)
+                    print(f"  {scen:9} spinners={n} round {r + 1}: {interp.name:12} {v:10.3f}", file=sys.stderr,
+                          flush=True)
+
+    names = [i.name for i in args.python]
+    base = names[0]
+    lines = [
+        f"| scenario | spinners | " + " | ".join(f"{n} (median)" for n in names) + " | "
+        + " | ".join(f"{n} / {base}" for n in names[1:]) + " |",
+        "|---|---:|" + "---:|" * (len(names) * 2 - 1),
+    ]
+    for scen in scenarios:
+        label, unit = SCENARIOS[scen][1], SCENARIOS[scen][2]
+        for n in spinners:
+            med = {name: statistics.median(results[(scen, n, name)]) for name in names}
+            cells = [f"{med[name]:.3f} {unit}" if unit == "s" else f"{med[name]:.0f} {unit}" for name in names]
+            ratios = [f"{med[name] / med[base]:.2f}x" for name in names[1:]]
+            lines.append(f"| {label} | {n} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    table = "\n".join(lines)
+    header = (f"{args.repeat} rounds, medians; command: {' '.join(shlex.quote(a) for a in sys.argv)}\n"
+              f"machine: {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}\n")
+    print(header)
+    print(table)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(header + "\n" + table + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Smoke test of an interpreter built --with-rust-gil. Run it with that
+interpreter:  $RUSTGIL_PYTHON cpython/smoke_test.py [EXPECTED_POLICY]
+
+Checks that the GIL really is the library's, wired the way the shim says:
+_rustgil reports it, its counters move when threads contend, drop requests
+reach the holder, the switch interval goes through, PYTHONRUSTGIL selects
+the policy (an unknown one is a start-up error), a sub-interpreter with its
+own GIL gets its own lock, and the _Py_DebugOffsets view of _gil.locked and
+_gil.last_holder is what debuggers need.
+"""
+
+import ctypes
+import os
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import _rustgil
+
+EXPECTED_POLICY = os.environ.get("RUSTGIL_EXPECTED_POLICY", "classic")
+
+
+def spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+class RustGilSmoke(unittest.TestCase):
+    def test_module_reports_the_library(self):
+        self.assertRegex(_rustgil.version, r"^\d+\.\d+\.\d+$")
+        self.assertEqual(_rustgil.policy(), EXPECTED_POLICY)
+        self.assertEqual(set(_rustgil.counters()),
+                         {"acquisitions", "switches", "drop_requests", "forced_switches", "wait_ns"})
+
+    def test_counters_move_when_threads_contend(self):
+        before = _rustgil.counters()
+        threads = [threading.Thread(target=spin, args=(0.3,)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        after = _rustgil.counters()
+        self.assertGreater(after["switches"], before["switches"] + 3)
+        self.assertGreater(after["drop_requests"], before["drop_requests"])
+        self.assertGreater(after["forced_switches"], before["forced_switches"])
+        self.assertGreater(after["wait_ns"], before["wait_ns"])
+
+    def test_switch_interval_goes_through_to_the_library(self):
+        old = sys.getswitchinterval()
+        try:
+            sys.setswitchinterval(0.0015)
+            self.assertAlmostEqual(_rustgil.switch_interval(), 0.0015)
+            self.assertAlmostEqual(sys.getswitchinterval(), 0.0015)
+            with self.assertRaises(ValueError):
+                sys.setswitchinterval(0)
+        finally:
+            sys.setswitchinterval(old)
+
+    def run_python(self, code, **env):
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, **env}, timeout=60)
+
+    def test_environment_selects_the_policy(self):
+        r = self.run_python("import _rustgil; print(_rustgil.policy())", PYTHONRUSTGIL="classic")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "classic")
+
+    def test_unknown_policy_is_a_startup_error(self):
+        r = self.run_python("print('should not run')", PYTHONRUSTGIL="no-such-policy")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertNotIn("should not run", r.stdout)
+        self.assertIn("PYTHONRUSTGIL=no-such-policy: unknown GIL policy", r.stderr)
+        # -E ignores PYTHON* variables, this one included.
+        r = subprocess.run([sys.executable, "-E", "-c", "print('ok')"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONRUSTGIL": "no-such-policy"}, timeout=60)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"), r.stderr)
+
+    def test_subinterpreter_with_its_own_gil_has_its_own_lock(self):
+        import _interpreters
+        r, w = os.pipe()
+        interp = _interpreters.create("isolated")
+        try:
+            _interpreters.run_string(interp, f"""if True:
+                import _rustgil, os
+                c = _rustgil.counters()
+                os.write({w}, f"{{_rustgil.policy()}} {{c['acquisitions']}}".encode())
+            """)
+        finally:
+            _interpreters.destroy(interp)
+        os.close(w)
+        policy, acquisitions = os.read(r, 100).decode().split()
+        os.close(r)
+        self.assertEqual(policy, EXPECTED_POLICY)
+        # A fresh lock: a handful of acquisitions, far fewer than the main one's.
+        self.assertLess(int(acquisitions), _rustgil.counters()["acquisitions"])
+
+    def test_fork_child_has_a_working_lock(self):
+        parent = _rustgil.counters()
+        pid = os.fork()
+        if pid == 0:
+            ok = False
+            try:
+                c = _rustgil.counters()  # fresh counters: a re-initialised lock
+                t = threading.Thread(target=spin, args=(0.05,))
+                t.start()
+                spin(0.05)
+                t.join()
+                ok = (c["acquisitions"] < min(10, parent["acquisitions"])
+                      and _rustgil.counters()["switches"] > c["switches"])
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+
+    def test_debug_offsets_show_the_holder(self):
+        # Read _gil.locked and _gil.last_holder the way out-of-process
+        # debuggers do: through _PyRuntime.debug_offsets.
+        api = ctypes.pythonapi
+        runtime = ctypes.addressof(ctypes.c_char.in_dll(api, "_PyRuntime"))
+        u64 = lambda addr: ctypes.c_uint64.from_address(addr).value
+        self.assertEqual(ctypes.string_at(runtime, 7), b"xdebugp")
+        interp = ctypes.c_void_p.from_address(runtime + u64(runtime + 40)).value  # interpreters_head
+        locked_off, holder_off = u64(runtime + 136), u64(runtime + 144)
+        api.PyThreadState_Get.restype = ctypes.c_void_p
+
+        def view():
+            return (ctypes.c_int.from_address(interp + locked_off).value,
+                    ctypes.c_void_p.from_address(interp + holder_off).value)
+
+        seen = {}
+
+        def worker():
+            spin(0.02)
+            seen["worker"] = (view(), api.PyThreadState_Get())
+
+        t = threading.Thread(target=worker)
+        t.start()
+        spin(0.02)
+        seen["main"] = (view(), api.PyThreadState_Get())
+        t.join()
+        for who, ((locked, holder), me) in seen.items():
+            self.assertEqual(locked, 1, who)
+            self.assertEqual(holder, me, f"{who}: _gil.last_holder is not the running thread")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The CPython part of the test command: builds CPython 3.13 --with-rust-gil
+# (cpython/build.sh, cached), runs the smoke test, checks that configure
+# refuses --with-rust-gil with --disable-gil, and runs CPython's own
+# thread-related test suites with the rust-gil interpreter, in parallel,
+# with a per-test timeout.
+#
+#   cpython/test.sh [extra regrtest arguments]
+#
+# Failures the stock build of the same source also has may be listed in
+# cpython/known-failures.txt (regrtest --ignorefile patterns, each with its
+# reason); any other failure fails.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf 'cpython/test.sh: %s\n' "$*" >&2; exit 1; }
+
+TESTS=(test_threading test_thread test_threadsignals test_sys test_gc test_signal test_fork1 test_os
+       test_subprocess test_queue test_concurrent_futures test_interpreters test__interpreters test_capi
+       test_asyncio)
+
+step "build CPython 3.13 --with-rust-gil"
+out=$(bash cpython/build.sh)
+printf '%s\n' "$out"
+RUSTGIL_PYTHON=$(printf '%s\n' "$out" | sed -n 's/^RUSTGIL_PYTHON=//p')
+RUSTGIL_BUILD=$(printf '%s\n' "$out" | sed -n 's/^RUSTGIL_BUILD=//p')
+[ -x "$RUSTGIL_PYTHON" ] || die "the build did not produce an interpreter"
+
+step "smoke test"
+"$RUSTGIL_PYTHON" cpython/smoke_test.py
+
+step "configure refuses --with-rust-gil --disable-gil"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/Include"
+cp "$RUSTGIL_BUILD"/{configure,config.guess,config.sub,install-sh} "$scratch/"
+cp "$RUSTGIL_BUILD/Include/object.h" "$scratch/Include/"
+if (cd "$scratch" && ./configure --with-rust-gil=/nowhere --disable-gil >configure.out 2>&1); then
+    die "configure accepted --with-rust-gil with --disable-gil"
+fi
+grep -q 'cannot be combined with --disable-gil' "$scratch/configure.out" \
+    || { cat "$scratch/configure.out" >&2; die "configure failed, but not with the expected message"; }
+echo "configure: $(grep 'error:' "$scratch/configure.out")"
+
+ignore=()
+if grep -qv '^\s*\(#\|$\)' cpython/known-failures.txt 2>/dev/null; then
+    grep -v '^\s*\(#\|$\)' cpython/known-failures.txt | sed 's/[[:space:]].*//' >"$scratch/ignore"
+    ignore=(--ignorefile "$scratch/ignore")
+fi
+step "CPython's own tests with the rust-gil interpreter: ${TESTS[*]}"
+"$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"

@@ -32,16 +32,30 @@ pub enum Policy {
     /// another thread has taken the lock. See the crate docs for the mapping.
     #[default]
     Classic,
+    /// Two classes of threads: one that was forced to drop the lock is
+    /// CPU-class, one that released it voluntarily is I/O-class. I/O-class
+    /// waiters are served before CPU-class ones, and an I/O-class waiter
+    /// arriving while a CPU-class thread holds the lock asks it to drop at
+    /// once. CPU against CPU keeps the switch interval. A CPU-class waiter
+    /// that has waited [`STARVATION_INTERVALS`] switch intervals is served
+    /// before everybody: it gets the lock within that bound plus the time the
+    /// holder takes to answer a drop request.
+    Priority,
 }
+
+/// After this many switch intervals of waiting, a CPU-class waiter under
+/// [`Policy::Priority`] is served before I/O-class ones (50 ms by default).
+pub const STARVATION_INTERVALS: u64 = 10;
 
 impl Policy {
     /// Every policy, in a stable order.
-    pub const ALL: &'static [Policy] = &[Policy::Classic];
+    pub const ALL: &'static [Policy] = &[Policy::Classic, Policy::Priority];
 
     /// The policy's name, as accepted by [`FromStr`].
     pub const fn name(self) -> &'static str {
         match self {
             Policy::Classic => "classic",
+            Policy::Priority => "priority",
         }
     }
 }
@@ -58,11 +72,7 @@ pub struct UnknownPolicy(pub String);
 
 impl fmt::Display for UnknownPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown GIL policy {:?}; known policies:", self.0)?;
-        for p in Policy::ALL {
-            write!(f, " {}", p.name())?;
-        }
-        Ok(())
+        write!(f, "unknown GIL policy {:?}; known: {}", self.0, PRESETS.join(", "))
     }
 }
 
@@ -80,6 +90,14 @@ impl FromStr for Policy {
     }
 }
 
+/// Checks a lazy-release threshold: the same range as the switch interval.
+pub(crate) fn check_lazy_threshold(us: Option<u64>) -> Result<Option<u64>, GilError> {
+    match us {
+        Some(v) if v > MAX_SWITCH_INTERVAL_US => Err(GilError::InvalidLazyThreshold(v)),
+        other => Ok(other),
+    }
+}
+
 /// Checks a switch interval; see [`MAX_SWITCH_INTERVAL_US`].
 pub(crate) fn check_switch_interval(us: u64) -> Result<u64, GilError> {
     if us <= MAX_SWITCH_INTERVAL_US {
@@ -88,6 +106,13 @@ pub(crate) fn check_switch_interval(us: u64) -> Result<u64, GilError> {
         Err(GilError::InvalidSwitchInterval(us))
     }
 }
+
+/// The default lazy-release threshold of the presets that use one, in µs.
+pub const DEFAULT_LAZY_RELEASE_US: u64 = 50;
+
+/// Named configurations for hosts that pick one by name (CPython's
+/// `PYTHONRUSTGIL`, the C ABI's `gil_config_preset`), in a stable order.
+pub const PRESETS: &[&str] = &["classic", "priority", "lazy", "priority-lazy"];
 
 /// Everything a [`Gil`](crate::Gil) is built from.
 ///
@@ -101,13 +126,35 @@ pub(crate) fn check_switch_interval(us: u64) -> Result<u64, GilError> {
 pub struct GilConfig {
     pub(crate) switch_interval_us: Option<u64>,
     pub(crate) policy: Policy,
+    pub(crate) lazy_release_us: Option<u64>,
     pub(crate) on_drop_request: Option<DropRequestCallback>,
 }
 
 impl GilConfig {
-    /// The defaults: 5 ms switch interval, [`Policy::Classic`], no callback.
+    /// The defaults: 5 ms switch interval, [`Policy::Classic`], no lazy
+    /// release, no callback.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A named configuration (see [`PRESETS`]):
+    /// `classic` (CPython's GIL), `priority` ([`Policy::Priority`]),
+    /// `lazy` (classic + lazy release), `priority-lazy` (both). The lazy
+    /// ones use [`DEFAULT_LAZY_RELEASE_US`].
+    ///
+    /// # Errors
+    /// [`UnknownPolicy`] for any other name.
+    pub fn preset(name: &str) -> Result<GilConfig, UnknownPolicy> {
+        let c = GilConfig::new();
+        Ok(match name {
+            "classic" => c,
+            "priority" => c.policy(Policy::Priority),
+            "lazy" => c.lazy_release_us(Some(DEFAULT_LAZY_RELEASE_US)),
+            "priority-lazy" => c
+                .policy(Policy::Priority)
+                .lazy_release_us(Some(DEFAULT_LAZY_RELEASE_US)),
+            _ => return Err(UnknownPolicy(name.to_owned())),
+        })
     }
 
     /// How long a waiter waits before asking the holder to drop, in
@@ -121,6 +168,17 @@ impl GilConfig {
     /// The scheduling policy.
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Lazy release around system calls (as PyPy's and Go's): with
+    /// `Some(threshold_us)`, a [`ReleaseReason::Voluntary`](crate::ReleaseReason)
+    /// release only marks the holder as "in a system call" (one CAS) and
+    /// taking the lock back is one CAS if nobody took it meanwhile. A waiter
+    /// takes the lock over only once the call has lasted `threshold_us`.
+    /// `None` (the default): every release is real, as in CPython.
+    pub fn lazy_release_us(mut self, threshold_us: Option<u64>) -> Self {
+        self.lazy_release_us = threshold_us;
         self
     }
 
@@ -139,6 +197,7 @@ impl fmt::Debug for GilConfig {
                 &self.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US),
             )
             .field("policy", &self.policy)
+            .field("lazy_release_us", &self.lazy_release_us)
             .field("on_drop_request", &self.on_drop_request.is_some())
             .finish()
     }

@@ -18,6 +18,8 @@ pub enum GilError {
     AlreadyHeld,
     /// A switch interval outside `0..=MAX_SWITCH_INTERVAL_US` microseconds.
     InvalidSwitchInterval(u64),
+    /// A lazy-release threshold above `MAX_SWITCH_INTERVAL_US` microseconds.
+    InvalidLazyThreshold(u64),
     /// `close` of a lock that is held or awaited.
     Busy,
     /// `acquire_or_abort` gave up because its abort check said so.
@@ -32,6 +34,11 @@ impl fmt::Display for GilError {
             GilError::InvalidSwitchInterval(us) => write!(
                 f,
                 "switch interval of {us} µs is out of range (0..={} µs)",
+                crate::MAX_SWITCH_INTERVAL_US
+            ),
+            GilError::InvalidLazyThreshold(us) => write!(
+                f,
+                "lazy-release threshold of {us} µs is out of range (0..={} µs)",
                 crate::MAX_SWITCH_INTERVAL_US
             ),
             GilError::Busy => f.write_str("the lock is held or awaited"),

@@ -1,15 +1,20 @@
-//! The lock: CPython's new-GIL protocol around a one-word fast path.
+//! The lock: CPython's new-GIL protocol around a one-word fast path, with
+//! the priority policy and lazy release as options.
 //!
 //! # The lock word
 //!
-//! | `state`            | meaning                         | who changes it, and how                              |
-//! |--------------------|---------------------------------|------------------------------------------------------|
-//! | `0`                | free, nobody waiting            | `acquire` fast path: CAS `0 → LOCKED`                |
-//! | `LOCKED`           | held, nobody waiting            | `release` fast path: CAS `LOCKED → 0`                |
-//! | `LOCKED \| WAITERS` | held, someone waits on the mutex | `release` goes through the mutex and wakes a waiter |
-//! | `WAITERS`          | free, waiters being woken       | acquisitions go through the mutex                    |
+//! `state` is a `u64`: three flag bits and, above them, a generation that
+//! numbers lazy-release episodes.
 //!
-//! `WAITERS` mirrors "`Slow::state.waiters > 0`" and is only changed under
+//! | `state` flags              | meaning                                   | who changes it, and how                          |
+//! |----------------------------|-------------------------------------------|--------------------------------------------------|
+//! | `0`                        | free, nobody waiting                      | `acquire` fast path: CAS `0 → LOCKED`            |
+//! | `LOCKED`                   | held, nobody waiting                      | `release` fast path: CAS `LOCKED → 0`            |
+//! | `LOCKED \| WAITERS`         | held, someone waits on the mutex          | `release` goes through the mutex, wakes a waiter |
+//! | `WAITERS`                  | free, waiters being woken                 | acquisitions go through the mutex                |
+//! | `LOCKED \| SYSCALL`         | (lazy release) the holder is in a system call | its `acquire`: CAS back to `LOCKED`, same generation; a waiter: the same CAS after the threshold (a takeover) |
+//!
+//! `WAITERS` mirrors "`WaitRoom::waiters() > 0`" and is only changed under
 //! the mutex. While it is set every acquisition and release takes the mutex,
 //! which is what makes the classic protocol's reasoning ("the holder cannot
 //! release while I hold the mutex", "switch_number only moves under the
@@ -17,11 +22,16 @@
 //! and drop takes `gil->mutex`. Without waiters there is nobody to reason
 //! about, so acquire + release cost two uncontended CAS.
 //!
+//! A lazy release adds `SYSCALL` and bumps the generation, so a thread back
+//! from its call can only reclaim its own episode: if somebody took the lock
+//! over (clearing `SYSCALL`) and it was lazily released again since, the
+//! generation differs and the reclaiming CAS fails.
+//!
 //! # Holder-written fields
 //!
-//! `owner`, `last_holder`, `switch_number` and `acquisitions` are written only
-//! by the thread that holds the lock, so they are bumped with a plain
-//! load + store instead of a read-modify-write; the lock's own
+//! `owner`, `last_holder`, `switch_number`, `acquisitions` and `holder_class`
+//! are written only by the thread that holds the lock, so they are bumped
+//! with a plain load + store instead of a read-modify-write; the lock's own
 //! acquire/release ordering publishes them to the next holder. Readers
 //! without the lock (debuggers, stats) get a recent value.
 
@@ -32,24 +42,33 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::config::{check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US};
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard};
+use crate::class::{self, ThreadClass};
+use crate::config::{
+    check_lazy_threshold, check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US, STARVATION_INTERVALS,
+};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard};
 use crate::{GilConfig, GilError, Policy, Token};
 
-/// The lock is held.
-const LOCKED: u32 = 1;
+/// The lock is held (or, with `SYSCALL`, reserved for a thread in a call).
+const LOCKED: u64 = 1;
 /// At least one thread waits under the mutex (or is about to).
-const WAITERS: u32 = 2;
+const WAITERS: u64 = 2;
+/// Lazy release: the holder is in a system call.
+const SYSCALL: u64 = 4;
+/// One lazy-release episode in the generation above the flags.
+const GEN_ONE: u64 = 8;
 
 /// Why the holder lets go of the lock. Policies depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReleaseReason {
     /// Around a blocking call (CPython: `Py_BEGIN_ALLOW_THREADS`). If a drop
     /// request is pending it is answered like a forced release, as CPython's
-    /// `drop_gil` does.
+    /// `drop_gil` does. Under the priority policy the thread becomes
+    /// I/O-class; with lazy release this only marks it "in a system call".
     Voluntary,
     /// Answering a drop request (CPython: `_Py_HandlePending`). Does not
     /// return until another thread has taken the lock, unless nobody waits.
+    /// Under the priority policy the thread becomes CPU-class.
     Forced,
     /// The thread will never take the lock again (it is exiting). Never waits,
     /// and the token is forgotten as last holder so nobody reads a token that
@@ -62,7 +81,8 @@ pub enum ReleaseReason {
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Successful `acquire` / `try_acquire` calls.
+    /// Successful `acquire` / `try_acquire` calls, reclaims after a lazy
+    /// release included.
     pub acquisitions: u64,
     /// Acquisitions by a different token than the previous holder
     /// (CPython's `switch_number`).
@@ -75,6 +95,14 @@ pub struct Counters {
     pub forced_switches: u64,
     /// Time spent waiting in `acquire` calls that did not get the lock at once.
     pub wait_time: Duration,
+    /// Priority policy: drop requests raised at once by an I/O-class waiter
+    /// against a CPU-class holder.
+    pub preemptions: u64,
+    /// Lazy release: voluntary releases that only marked a system call.
+    pub lazy_releases: u64,
+    /// Lazy release: system calls that outlasted the threshold while a
+    /// thread waited, so that thread took the lock over.
+    pub lazy_takeovers: u64,
 }
 
 /// What a waiter checks when one switch interval has passed (see
@@ -83,21 +111,31 @@ type AbortCheck<'a> = Option<&'a mut dyn FnMut() -> bool>;
 
 /// Fields written on every acquisition, kept on one cache line.
 struct Hot {
-    state: AtomicU32,
-    /// The holding token, 0 if none (or in the instant around a hand-over).
+    state: AtomicU64,
+    /// The holding token, 0 if none (or in the instant around a hand-over,
+    /// or while the holder is in a lazily released system call).
     owner: AtomicUsize,
     /// The token that took the lock last (CPython's `last_holder`), 0 after
     /// a final release.
     last_holder: AtomicUsize,
     switch_number: AtomicU64,
     acquisitions: AtomicU64,
+    /// The holder's [`ThreadClass`] (priority policy).
+    holder_class: AtomicU8,
+    /// The token of the latest lazy-release episode.
+    syscall_owner: AtomicUsize,
+    lazy_releases: AtomicU64,
 }
 
 /// Waiting-room bookkeeping, only touched under `Slow::mutex`.
 #[derive(Default)]
 struct WaitRoom {
-    /// Threads in `acquire_slow`, whether blocked or about to take the lock.
-    waiters: usize,
+    /// I/O-class threads in `acquire_slow` (all waiters, under classic).
+    io_waiters: usize,
+    /// CPU-class threads in `acquire_slow`.
+    cpu_waiters: usize,
+    /// CPU-class waiters past the starvation bound: served before anyone.
+    starving: usize,
     /// Forced releasers waiting for somebody to take over.
     switch_waiters: usize,
     /// Under loom: how many times the model's clock has ticked.
@@ -105,12 +143,21 @@ struct WaitRoom {
     ticks: u64,
 }
 
+impl WaitRoom {
+    fn waiters(&self) -> usize {
+        self.io_waiters + self.cpu_waiters
+    }
+}
+
 /// The parts only the slow paths use. Replaced (never freed) by
 /// [`Gil::reinit_after_fork`], see there.
 struct Slow {
     mutex: Mutex<WaitRoom>,
-    /// Waiters block here; a release signals one of them (CPython's `cond`).
-    cond: Condvar,
+    /// I/O-class waiters block here (every waiter, under classic); a release
+    /// signals one of them (CPython's `cond`).
+    io_cond: Condvar,
+    /// CPU-class waiters block here (priority policy only).
+    cpu_cond: Condvar,
     /// Forced releasers block here until a switch (CPython's `switch_cond`).
     switch_cond: Condvar,
     /// Next entry of [`RETIRED`] once this one has been replaced.
@@ -121,9 +168,17 @@ impl Slow {
     fn new() -> Self {
         Slow {
             mutex: Mutex::new(WaitRoom::default()),
-            cond: Condvar::new(),
+            io_cond: Condvar::new(),
+            cpu_cond: Condvar::new(),
             switch_cond: Condvar::new(),
             next_retired: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    fn cond(&self, class: ThreadClass) -> &Condvar {
+        match class {
+            ThreadClass::Io => &self.io_cond,
+            ThreadClass::Cpu => &self.cpu_cond,
         }
     }
 }
@@ -161,7 +216,11 @@ pub struct Gil {
     drop_requests: AtomicU64,
     forced_switches: AtomicU64,
     wait_ns: AtomicU64,
+    preemptions: AtomicU64,
+    lazy_takeovers: AtomicU64,
     policy: Policy,
+    /// `Some(threshold)` when lazy release is on.
+    lazy_release: Option<Duration>,
     on_drop_request: Option<DropRequestCallback>,
     /// Always a valid `Box<Slow>` from `Box::into_raw`; freed only in `Drop`.
     slow: AtomicPtr<Slow>,
@@ -171,23 +230,31 @@ impl Gil {
     /// Builds a free lock from `config`.
     ///
     /// # Errors
-    /// [`GilError::InvalidSwitchInterval`] if the interval is out of range.
+    /// [`GilError::InvalidSwitchInterval`] or
+    /// [`GilError::InvalidLazyThreshold`] if a duration is out of range.
     pub fn new(config: GilConfig) -> Result<Gil, GilError> {
         let interval = check_switch_interval(config.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US))?;
+        let lazy = check_lazy_threshold(config.lazy_release_us)?;
         Ok(Gil {
             hot: CachePadded::new(Hot {
-                state: AtomicU32::new(0),
+                state: AtomicU64::new(0),
                 owner: AtomicUsize::new(0),
                 last_holder: AtomicUsize::new(0),
                 switch_number: AtomicU64::new(0),
                 acquisitions: AtomicU64::new(0),
+                holder_class: AtomicU8::new(ThreadClass::Io as u8),
+                syscall_owner: AtomicUsize::new(0),
+                lazy_releases: AtomicU64::new(0),
             }),
             drop_request: CachePadded::new(AtomicBool::new(false)),
             interval_us: AtomicU64::new(interval),
             drop_requests: AtomicU64::new(0),
             forced_switches: AtomicU64::new(0),
             wait_ns: AtomicU64::new(0),
+            preemptions: AtomicU64::new(0),
+            lazy_takeovers: AtomicU64::new(0),
             policy: config.policy,
+            lazy_release: lazy.map(Duration::from_micros),
             on_drop_request: config.on_drop_request,
             slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
         })
@@ -196,7 +263,9 @@ impl Gil {
     /// Blocks until `token` holds the lock.
     ///
     /// While it waits, each full switch interval that passes without a
-    /// switch raises a drop request on the holder (flag + callback).
+    /// switch raises a drop request on the holder (flag + callback); under
+    /// the priority policy an I/O-class waiter asks a CPU-class holder at
+    /// once.
     ///
     /// # Errors
     /// [`GilError::AlreadyHeld`] if `token` holds it already. A token that
@@ -205,8 +274,7 @@ impl Gil {
     #[inline]
     pub fn acquire(&self, token: Token) -> Result<(), GilError> {
         self.check_not_holder(token)?;
-        if self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
-            self.became_holder(token);
+        if self.try_fast(token) {
             return Ok(());
         }
         self.acquire_slow(token, None)
@@ -222,39 +290,38 @@ impl Gil {
     /// and must not call into this lock.
     pub fn acquire_or_abort(&self, token: Token, should_abort: &mut dyn FnMut() -> bool) -> Result<(), GilError> {
         self.check_not_holder(token)?;
-        if self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
-            self.became_holder(token);
+        if self.try_fast(token) {
             return Ok(());
         }
         self.acquire_slow(token, Some(should_abort))
     }
 
-    /// Takes the lock if it is free right now; `Ok(false)` if another token
-    /// holds it. Never blocks for longer than the internal mutex is held,
-    /// and never raises a drop request.
+    /// Takes the lock if it is free right now (or if it is `token`'s own
+    /// lazily released one); `Ok(false)` otherwise. Never blocks for longer
+    /// than the internal mutex is held, and never raises a drop request.
+    /// Under the priority policy a CPU-class caller does not take it past
+    /// waiting I/O-class threads.
     ///
     /// # Errors
     /// [`GilError::AlreadyHeld`] if `token` holds it already.
     pub fn try_acquire(&self, token: Token) -> Result<bool, GilError> {
         self.check_not_holder(token)?;
-        match self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed) {
-            Ok(_) => {
-                self.became_holder(token);
-                Ok(true)
-            }
-            Err(s) if s & LOCKED != 0 => Ok(false),
-            Err(_) => {
-                // Free, but waiters are being woken: take it under the mutex,
-                // like they do, so they always see a consistent holder.
-                let slow = self.slow();
-                let room = slow.mutex.lock();
-                if !self.try_lock_word() {
-                    return Ok(false);
-                }
-                self.took_over_under_mutex(token, slow, &room);
-                Ok(true)
-            }
+        if self.try_fast(token) {
+            return Ok(true);
         }
+        if self.hot.state.load(Relaxed) & LOCKED != 0 {
+            return Ok(false);
+        }
+        // Free, but waiters are being woken: take it under the mutex, like
+        // they do, so they always see a consistent holder.
+        let slow = self.slow();
+        let room = slow.mutex.lock();
+        let class = self.class_of(token);
+        if !self.may_take(class, &room, false) || !self.try_lock_word() {
+            return Ok(false);
+        }
+        self.took_over_under_mutex(token, class, slow, &room);
+        Ok(true)
     }
 
     /// Lets go of the lock. See [`ReleaseReason`] for what each reason does.
@@ -265,6 +332,12 @@ impl Gil {
     pub fn release(&self, token: Token, reason: ReleaseReason) -> Result<(), GilError> {
         if self.hot.owner.load(Relaxed) != token.get() {
             return Err(GilError::NotHolder);
+        }
+        if self.policy == Policy::Priority {
+            class::remember(self.id(), token.get(), ThreadClass::after(reason));
+        }
+        if reason == ReleaseReason::Voluntary && self.lazy_release.is_some() && self.release_lazily(token) {
+            return Ok(());
         }
         self.hot.owner.store(0, Relaxed);
         if reason == ReleaseReason::Final {
@@ -325,12 +398,20 @@ impl Gil {
         self.policy
     }
 
-    /// Whether some token holds the lock (racy by nature; for observers).
+    /// The lazy-release threshold in microseconds, `None` if lazy release is off.
+    pub fn lazy_release_us(&self) -> Option<u64> {
+        self.lazy_release.map(|d| d.as_micros() as u64)
+    }
+
+    /// Whether some token holds the lock, a lazily released one included
+    /// (racy by nature; for observers).
     pub fn is_locked(&self) -> bool {
         self.hot.state.load(Relaxed) & LOCKED != 0
     }
 
-    /// The token holding the lock, if any (racy by nature; for observers).
+    /// The token holding the lock and running, if any: `None` while the
+    /// lock is free or its holder is in a lazily released system call (racy
+    /// by nature; for observers).
     pub fn holder(&self) -> Option<Token> {
         Token::new(self.hot.owner.load(Relaxed))
     }
@@ -355,6 +436,9 @@ impl Gil {
             drop_requests: self.drop_requests.load(Relaxed),
             forced_switches: self.forced_switches.load(Relaxed),
             wait_time: Duration::from_nanos(self.wait_ns.load(Relaxed)),
+            preemptions: self.preemptions.load(Relaxed),
+            lazy_releases: self.hot.lazy_releases.load(Relaxed),
+            lazy_takeovers: self.lazy_takeovers.load(Relaxed),
         }
     }
 
@@ -379,19 +463,29 @@ impl Gil {
         // The old `Slow` is deliberately kept forever, see above.
         retire(self.slow.swap(fresh, AcqRel));
         self.drop_request.store(false, Relaxed);
-        self.drop_requests.store(0, Relaxed);
-        self.forced_switches.store(0, Relaxed);
-        self.wait_ns.store(0, Relaxed);
+        for c in [
+            &self.drop_requests,
+            &self.forced_switches,
+            &self.wait_ns,
+            &self.preemptions,
+            &self.lazy_takeovers,
+            &self.hot.lazy_releases,
+        ] {
+            c.store(0, Relaxed);
+        }
         self.hot.owner.store(token.get(), Relaxed);
         self.hot.last_holder.store(token.get(), Relaxed);
+        self.hot.syscall_owner.store(0, Relaxed);
+        self.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
         self.hot.switch_number.store(1, Relaxed);
         self.hot.acquisitions.store(1, Relaxed);
         self.hot.state.store(LOCKED, Release);
     }
 
-    /// Whether the lock is neither held nor awaited, i.e. could be freed.
+    /// Whether the lock is neither held (lazily included) nor awaited, i.e.
+    /// could be freed.
     pub fn is_idle(&self) -> bool {
-        self.hot.state.load(Acquire) == 0
+        self.hot.state.load(Acquire) & (LOCKED | WAITERS) == 0
     }
 
     /// Destroys the lock, refusing if it is held: returns it with
@@ -423,7 +517,8 @@ impl Gil {
         let mut room = slow.mutex.lock();
         room.ticks += 1;
         under_mutex();
-        slow.cond.notify_all();
+        slow.io_cond.notify_all();
+        slow.cpu_cond.notify_all();
     }
 
     // ---- internals ----------------------------------------------------
@@ -438,6 +533,18 @@ impl Gil {
         unsafe { &*ptr }
     }
 
+    /// This lock's identity for per-thread class memory.
+    fn id(&self) -> usize {
+        self as *const Gil as usize
+    }
+
+    fn class_of(&self, token: Token) -> ThreadClass {
+        match self.policy {
+            Policy::Priority => class::recall(self.id(), token.get()),
+            _ => ThreadClass::Io,
+        }
+    }
+
     #[inline]
     fn check_not_holder(&self, token: Token) -> Result<(), GilError> {
         // Only `token` itself ever stores `token` here, and it clears it
@@ -449,11 +556,41 @@ impl Gil {
         }
     }
 
+    /// The uncontended paths: reclaim our own lazily released lock, or take
+    /// a free one nobody waits for.
+    #[inline]
+    fn try_fast(&self, token: Token) -> bool {
+        if self.lazy_release.is_some() {
+            let s = self.hot.state.load(Relaxed);
+            if s & SYSCALL != 0
+                && self.hot.syscall_owner.load(Relaxed) == token.get()
+                && self
+                    .hot
+                    .state
+                    .compare_exchange(s, s & !SYSCALL, Acquire, Relaxed)
+                    .is_ok()
+            {
+                // Back from a call that nobody needed the lock during: no
+                // switch happened, and the thread is still I/O-class.
+                self.hot.owner.store(token.get(), Relaxed);
+                self.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
+                bump(&self.hot.acquisitions, 1);
+                return true;
+            }
+        }
+        if self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
+            self.became_holder(token, self.class_of(token));
+            return true;
+        }
+        false
+    }
+
     /// Bookkeeping of a new holder; runs right after the lock word was won.
     #[inline]
-    fn became_holder(&self, token: Token) {
+    fn became_holder(&self, token: Token, class: ThreadClass) {
         let hot = &*self.hot;
         hot.owner.store(token.get(), Relaxed);
+        hot.holder_class.store(class as u8, Relaxed);
         if hot.last_holder.load(Relaxed) != token.get() {
             hot.last_holder.store(token.get(), Relaxed);
             bump(&hot.switch_number, 1);
@@ -473,79 +610,245 @@ impl Gil {
         false
     }
 
+    /// Whether a waiter of `class` may take a free lock now.
+    fn may_take(&self, class: ThreadClass, room: &WaitRoom, starving: bool) -> bool {
+        match self.policy {
+            Policy::Priority if room.starving > 0 => starving,
+            Policy::Priority => class == ThreadClass::Io || room.io_waiters == 0,
+            _ => true,
+        }
+    }
+
     /// The lock word was just won under the mutex: a new holder starts with
     /// no drop request (CPython clears the bit in `take_gil`), and forced
     /// releasers waiting for a switch are told to look.
-    fn took_over_under_mutex(&self, token: Token, slow: &Slow, room: &WaitRoom) {
+    fn took_over_under_mutex(&self, token: Token, class: ThreadClass, slow: &Slow, room: &WaitRoom) {
         self.drop_request.store(false, Relaxed);
-        self.became_holder(token);
+        self.became_holder(token, class);
         if room.switch_waiters > 0 {
             slow.switch_cond.notify_all();
+        }
+    }
+
+    /// A lazy voluntary release: mark the holder as in a system call. Returns
+    /// `false` if the release must be a real one (a drop request is pending,
+    /// which CPython answers with a forced switch).
+    fn release_lazily(&self, token: Token) -> bool {
+        let hot = &*self.hot;
+        // Written while still the holder: nobody else writes these now.
+        hot.syscall_owner.store(token.get(), Relaxed);
+        hot.owner.store(0, Relaxed);
+        let mut s = hot.state.load(Relaxed);
+        if s & WAITERS == 0 {
+            bump(&hot.lazy_releases, 1);
+        }
+        while s & WAITERS == 0 {
+            match hot
+                .state
+                .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) if now & WAITERS != 0 => {
+                    // A waiter came: not lazy after all (yet), undo the count.
+                    hot.lazy_releases
+                        .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
+                    s = now;
+                }
+                Err(now) => s = now,
+            }
+        }
+        // Somebody waits: under the mutex, so the waiter that is woken starts
+        // timing the call right away.
+        let slow = self.slow();
+        let room = slow.mutex.lock();
+        if self.drop_request.load(Relaxed) {
+            drop(room);
+            hot.owner.store(token.get(), Relaxed);
+            return false;
+        }
+        bump(&hot.lazy_releases, 1);
+        let mut s = hot.state.load(Relaxed);
+        loop {
+            match hot
+                .state
+                .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
+        self.wake_next(slow, &room);
+        true
+    }
+
+    /// Wakes the waiter that should go next.
+    fn wake_next(&self, slow: &Slow, room: &WaitRoom) {
+        if room.starving > 0 {
+            slow.cpu_cond.notify_all();
+        } else if room.io_waiters > 0 {
+            slow.io_cond.notify_one();
+        } else if room.cpu_waiters > 0 {
+            slow.cpu_cond.notify_one();
         }
     }
 
     #[cold]
     fn acquire_slow(&self, token: Token, mut should_abort: AbortCheck<'_>) -> Result<(), GilError> {
         let started = Instant::now();
+        let class = self.class_of(token);
         let slow = self.slow();
         let mut room = slow.mutex.lock();
-        room.waiters += 1;
+        match class {
+            ThreadClass::Io => room.io_waiters += 1,
+            ThreadClass::Cpu => room.cpu_waiters += 1,
+        }
         // Acquire: pairs with the previous releaser's Release, so `owner`
         // reads below see its clearing store, hence 0 or the current holder.
         self.hot.state.fetch_or(WAITERS, Acquire);
-        loop {
-            if self.try_lock_word() {
-                break;
+        let mut starving = false;
+        // The lazy-release episode being timed: (generation, first seen).
+        let mut episode: Option<(u64, Stamp)> = None;
+        // The switch number of the holder already preempted by this waiter.
+        let mut preempted: Option<u64> = None;
+        #[cfg(gil_loom)]
+        let first_tick = room.ticks;
+        let took = loop {
+            let s = self.hot.state.load(Relaxed);
+            let may_take = self.may_take(class, &room, starving);
+            if may_take && self.try_lock_word() {
+                break Ok(());
             }
-            let saved_switch = self.hot.switch_number.load(Relaxed);
-            if !self.timed_wait(slow, &mut room) {
+            // What this wait is for, and the switch number at its start.
+            let mut holder_running = None;
+            let timed_out = if s & SYSCALL != 0 {
+                // The holder is in a system call: take it over once the call
+                // has lasted the threshold.
+                let threshold = self.lazy_release.unwrap_or_default();
+                let gen = s & !(GEN_ONE - 1);
+                let since = match episode {
+                    Some((g, since)) if g == gen => since,
+                    _ => {
+                        let now = Stamp::now(&room);
+                        episode = Some((gen, now));
+                        now
+                    }
+                };
+                if since.passed(threshold, &room)
+                    && may_take
+                    && self
+                        .hot
+                        .state
+                        .compare_exchange(s, s & !SYSCALL, Acquire, Relaxed)
+                        .is_ok()
+                {
+                    bump(&self.lazy_takeovers, 1);
+                    break Ok(());
+                }
+                self.timed_wait(slow.cond(class), &mut room, threshold)
+            } else if s & LOCKED == 0 {
+                // Free, but not ours to take (priority): wait to be woken.
+                self.timed_wait(slow.cond(class), &mut room, self.interval())
+            } else {
+                // Priority: an I/O-class waiter does not wait out the
+                // interval behind a CPU-class holder, and a starving CPU
+                // waiter does not wait for anybody.
+                let urgent = self.policy == Policy::Priority
+                    && (starving
+                        || (class == ThreadClass::Io
+                            && ThreadClass::from_u8(self.hot.holder_class.load(Relaxed)) == ThreadClass::Cpu));
+                let sn = self.hot.switch_number.load(Relaxed);
+                if urgent && preempted != Some(sn) {
+                    preempted = Some(sn);
+                    if !starving {
+                        bump(&self.preemptions, 1);
+                    }
+                    if let Err(panic) = self.request_drop() {
+                        self.leave_wait_room(slow, &mut room, class, starving);
+                        drop(room);
+                        std::panic::resume_unwind(panic);
+                    }
+                }
+                holder_running = Some(sn);
+                self.timed_wait(slow.cond(class), &mut room, self.interval())
+            };
+            if !timed_out {
                 continue;
             }
             if let Some(check) = should_abort.as_mut() {
                 if check() {
-                    self.leave_wait_room(slow, &mut room);
+                    self.leave_wait_room(slow, &mut room, class, starving);
                     return Err(GilError::Aborted);
                 }
             }
-            // A whole interval passed. Ask for a drop only if nobody took
-            // the lock in the meantime: after a switch the new holder gets
-            // its own full interval (this is CPython's rule).
-            if self.is_locked() && self.hot.switch_number.load(Relaxed) == saved_switch {
+            if class == ThreadClass::Cpu && self.policy == Policy::Priority && !starving {
+                #[cfg(not(gil_loom))]
+                let overdue = started.elapsed() >= self.interval() * STARVATION_INTERVALS as u32;
+                #[cfg(gil_loom)]
+                let overdue = room.ticks.wrapping_sub(first_tick) >= 2;
+                if overdue {
+                    starving = true;
+                    room.starving += 1;
+                    continue;
+                }
+            }
+            // A whole interval passed with the holder running. Ask for a
+            // drop only if nobody took the lock in the meantime: after a
+            // switch the new holder gets its own full interval (CPython's
+            // rule).
+            let now = self.hot.state.load(Relaxed);
+            if holder_running.is_some_and(|sn| sn == self.hot.switch_number.load(Relaxed))
+                && now & LOCKED != 0
+                && now & SYSCALL == 0
+            {
                 if let Err(panic) = self.request_drop() {
-                    self.leave_wait_room(slow, &mut room);
+                    self.leave_wait_room(slow, &mut room, class, starving);
                     drop(room);
                     std::panic::resume_unwind(panic);
                 }
             }
-        }
-        room.waiters -= 1;
-        if room.waiters == 0 {
+        };
+        took?;
+        self.unregister(&mut room, class, starving);
+        if room.waiters() == 0 {
             self.hot.state.fetch_and(!WAITERS, Relaxed);
         }
-        self.took_over_under_mutex(token, slow, &room);
+        self.took_over_under_mutex(token, class, slow, &room);
         bump(&self.wait_ns, saturating_nanos(started.elapsed()));
         Ok(())
     }
 
-    /// Waits one switch interval on `cond`; `true` if it timed out.
+    fn interval(&self) -> Duration {
+        Duration::from_micros(self.interval_us.load(Relaxed).max(1))
+    }
+
+    fn unregister(&self, room: &mut WaitRoom, class: ThreadClass, starving: bool) {
+        match class {
+            ThreadClass::Io => room.io_waiters -= 1,
+            ThreadClass::Cpu => room.cpu_waiters -= 1,
+        }
+        if starving {
+            room.starving -= 1;
+        }
+    }
+
+    /// Waits on `cond` for up to `timeout`; `true` if it timed out.
     #[cfg(not(gil_loom))]
-    fn timed_wait(&self, slow: &Slow, room: &mut MutexGuard<'_, WaitRoom>) -> bool {
-        let us = self.interval_us.load(Relaxed).max(1);
-        slow.cond.wait_timeout(room, Duration::from_micros(us))
+    fn timed_wait(&self, cond: &Condvar, room: &mut MutexGuard<'_, WaitRoom>, timeout: Duration) -> bool {
+        cond.wait_timeout(room, timeout.max(Duration::from_micros(1)))
     }
 
     /// Under loom, time passes only when the model's clock ticks.
     #[cfg(gil_loom)]
-    fn timed_wait(&self, slow: &Slow, room: &mut MutexGuard<'_, WaitRoom>) -> bool {
+    fn timed_wait(&self, cond: &Condvar, room: &mut MutexGuard<'_, WaitRoom>, _timeout: Duration) -> bool {
         let before = room.ticks;
-        slow.cond.wait(room);
+        cond.wait(room);
         room.ticks != before
     }
 
     /// A waiter leaves without the lock (abort, or a panicking callback).
-    fn leave_wait_room(&self, slow: &Slow, room: &mut WaitRoom) {
-        room.waiters -= 1;
-        if room.waiters == 0 {
+    fn leave_wait_room(&self, slow: &Slow, room: &mut WaitRoom, class: ThreadClass, starving: bool) {
+        self.unregister(room, class, starving);
+        if room.waiters() == 0 {
             self.hot.state.fetch_and(!WAITERS, Relaxed);
             // Nobody is left to take over: a pending request is moot, and a
             // forced releaser must stop waiting for a switch.
@@ -553,9 +856,10 @@ impl Gil {
             if room.switch_waiters > 0 {
                 slow.switch_cond.notify_all();
             }
-        } else if !self.is_locked() {
-            // We may have consumed the wake-up meant for taking the lock.
-            slow.cond.notify_one();
+        } else if !self.is_locked() || starving {
+            // We may have consumed the wake-up meant for taking the lock, or
+            // held back the others while starving.
+            self.wake_next(slow, room);
         }
     }
 
@@ -583,27 +887,57 @@ impl Gil {
         let mut room = slow.mutex.lock();
         let requested = self.drop_request.swap(false, Relaxed);
         self.hot.state.fetch_and(!LOCKED, Release);
-        if room.waiters > 0 {
-            slow.cond.notify_one();
-        }
+        self.wake_next(slow, &room);
         let must_wait = match reason {
             ReleaseReason::Final => false,
             ReleaseReason::Forced => true,
             ReleaseReason::Voluntary => requested,
         };
-        if !must_wait || room.waiters == 0 {
+        if !must_wait || room.waiters() == 0 {
             return;
         }
         // Forced switching: don't return (and maybe win the lock straight
         // back) before somebody else has taken it.
         room.switch_waiters += 1;
-        while self.hot.last_holder.load(Relaxed) == token.get() && room.waiters > 0 {
+        while self.hot.last_holder.load(Relaxed) == token.get() && room.waiters() > 0 {
             slow.switch_cond.wait(&mut room);
         }
         room.switch_waiters -= 1;
         if self.hot.last_holder.load(Relaxed) != token.get() {
             bump(&self.forced_switches, 1);
         }
+    }
+}
+
+/// A point in time for timing a lazy-release episode: a clock reading, or
+/// under loom the model clock's tick count.
+#[derive(Clone, Copy)]
+struct Stamp {
+    #[cfg(not(gil_loom))]
+    at: Instant,
+    #[cfg(gil_loom)]
+    tick: u64,
+}
+
+impl Stamp {
+    #[cfg(not(gil_loom))]
+    fn now(_room: &WaitRoom) -> Stamp {
+        Stamp { at: Instant::now() }
+    }
+
+    #[cfg(gil_loom)]
+    fn now(room: &WaitRoom) -> Stamp {
+        Stamp { tick: room.ticks }
+    }
+
+    #[cfg(not(gil_loom))]
+    fn passed(self, d: Duration, _room: &WaitRoom) -> bool {
+        self.at.elapsed() >= d
+    }
+
+    #[cfg(gil_loom)]
+    fn passed(self, _d: Duration, room: &WaitRoom) -> bool {
+        room.ticks != self.tick
     }
 }
 
@@ -621,6 +955,7 @@ impl std::fmt::Debug for Gil {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gil")
             .field("policy", &self.policy)
+            .field("lazy_release_us", &self.lazy_release_us())
             .field("switch_interval_us", &self.switch_interval_us())
             .field("holder", &self.holder())
             .field("drop_requested", &self.drop_requested())

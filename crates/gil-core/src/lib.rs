@@ -73,6 +73,7 @@
 //! Built with `RUSTFLAGS="--cfg gil_loom"`, the crate's primitives are
 //! loom's and `tests/loom.rs` explores every interleaving of the protocol.
 
+mod class;
 mod config;
 mod error;
 mod gil;
@@ -80,7 +81,8 @@ mod sync;
 mod token;
 
 pub use config::{
-    DropRequestCallback, GilConfig, Policy, UnknownPolicy, DEFAULT_SWITCH_INTERVAL_US, MAX_SWITCH_INTERVAL_US,
+    DropRequestCallback, GilConfig, Policy, UnknownPolicy, DEFAULT_LAZY_RELEASE_US, DEFAULT_SWITCH_INTERVAL_US,
+    MAX_SWITCH_INTERVAL_US, PRESETS, STARVATION_INTERVALS,
 };
 pub use error::GilError;
 pub use gil::{Counters, Gil, ReleaseReason};

@@ -13,7 +13,8 @@
 #[cfg(not(gil_loom))]
 mod imp {
     pub(crate) use parking_lot::{Mutex, MutexGuard};
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+    pub(crate) use std::thread_local;
     use std::time::Duration;
 
     /// A condition variable for [`Mutex`].
@@ -47,7 +48,8 @@ mod imp {
 
 #[cfg(gil_loom)]
 mod imp {
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+    pub(crate) use loom::thread_local;
     use std::ops::{Deref, DerefMut};
 
     /// loom's mutex behind parking_lot's API (no poisoning).

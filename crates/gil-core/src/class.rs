@@ -1,0 +1,63 @@
+//! Thread classes for the priority policy (after the 2010 GIL-priority
+//! proposal): a thread that had to be asked to drop the lock is CPU-bound; a
+//! thread that let go of it on its own, around a blocking call, is I/O-bound.
+//!
+//! The class is a property of a thread between its release and its next
+//! acquisition, so it is remembered per OS thread, keyed by lock and token:
+//! nothing is stored in the lock per token, and nothing needs cleaning up.
+//! A thread seen for the first time (or using several locks in turn) counts
+//! as I/O-bound.
+
+use std::cell::Cell;
+
+use crate::sync::thread_local;
+use crate::ReleaseReason;
+
+/// Which queue a waiter joins, and whether an I/O waiter may preempt a holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum ThreadClass {
+    /// Released voluntarily last time: served first.
+    Io = 0,
+    /// Was forced to drop last time: served after I/O-class waiters.
+    Cpu = 1,
+}
+
+impl ThreadClass {
+    pub(crate) fn from_u8(v: u8) -> ThreadClass {
+        if v == ThreadClass::Cpu as u8 {
+            ThreadClass::Cpu
+        } else {
+            ThreadClass::Io
+        }
+    }
+
+    pub(crate) fn after(reason: ReleaseReason) -> ThreadClass {
+        match reason {
+            ReleaseReason::Forced => ThreadClass::Cpu,
+            ReleaseReason::Voluntary | ReleaseReason::Final => ThreadClass::Io,
+        }
+    }
+}
+
+thread_local! {
+    /// (lock address, token, class) of this OS thread's last release.
+    static LAST_RELEASE: Cell<(usize, usize, u8)> = Cell::new((0, 0, 0));
+}
+
+/// Records the class `token` has after releasing `lock` for `reason`.
+pub(crate) fn remember(lock: usize, token: usize, class: ThreadClass) {
+    LAST_RELEASE.with(|c| c.set((lock, token, class as u8)));
+}
+
+/// The class `token` has now on `lock`, as far as this thread remembers.
+pub(crate) fn recall(lock: usize, token: usize) -> ThreadClass {
+    LAST_RELEASE.with(|c| {
+        let (l, t, class) = c.get();
+        if l == lock && t == token {
+            ThreadClass::from_u8(class)
+        } else {
+            ThreadClass::Io
+        }
+    })
+}

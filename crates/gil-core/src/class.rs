@@ -42,6 +42,8 @@ impl ThreadClass {
 
 thread_local! {
     /// (lock address, token, class) of this OS thread's last release.
+    // loom's thread_local! does not take `const { }` initialisers.
+    #[allow(clippy::missing_const_for_thread_local)]
     static LAST_RELEASE: Cell<(usize, usize, u8)> = Cell::new((0, 0, 0));
 }
 

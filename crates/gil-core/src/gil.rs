@@ -43,9 +43,9 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::class::{self, ThreadClass};
-use crate::config::{
-    check_lazy_threshold, check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US, STARVATION_INTERVALS,
-};
+#[cfg(not(gil_loom))]
+use crate::config::STARVATION_INTERVALS;
+use crate::config::{check_lazy_threshold, check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US};
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard};
 use crate::{GilConfig, GilError, Policy, Token};
 

@@ -560,27 +560,34 @@ impl Gil {
     /// a free one nobody waits for.
     #[inline]
     fn try_fast(&self, token: Token) -> bool {
-        if self.lazy_release.is_some() {
-            let s = self.hot.state.load(Relaxed);
-            if s & SYSCALL != 0
-                && self.hot.syscall_owner.load(Relaxed) == token.get()
-                && self
-                    .hot
-                    .state
-                    .compare_exchange(s, s & !SYSCALL, Acquire, Relaxed)
-                    .is_ok()
-            {
-                // Back from a call that nobody needed the lock during: no
-                // switch happened, and the thread is still I/O-class.
-                self.hot.owner.store(token.get(), Relaxed);
-                self.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
-                bump(&self.hot.acquisitions, 1);
-                return true;
-            }
+        if self.lazy_release.is_some() && self.reclaim(token) {
+            // Back from a call that nobody needed the lock during: no switch
+            // happened, and the thread is still I/O-class.
+            self.hot.owner.store(token.get(), Relaxed);
+            self.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
+            bump(&self.hot.acquisitions, 1);
+            return true;
         }
         if self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
             self.became_holder(token, self.class_of(token));
             return true;
+        }
+        false
+    }
+
+    /// Clears SYSCALL if the current episode is `token`'s own; `true` if it
+    /// did. Retries while only the other flag bits move (a waiter arriving
+    /// sets WAITERS): failing here would leave `token` waiting for its own
+    /// system call to time out.
+    fn reclaim(&self, token: Token) -> bool {
+        // Acquire: a lazy release stores `syscall_owner` before its Release
+        // CAS, so reading that CAS's value shows the matching owner.
+        let mut s = self.hot.state.load(Acquire);
+        while s & SYSCALL != 0 && self.hot.syscall_owner.load(Relaxed) == token.get() {
+            match self.hot.state.compare_exchange_weak(s, s & !SYSCALL, Acquire, Acquire) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
         }
         false
     }
@@ -721,6 +728,11 @@ impl Gil {
             // What this wait is for, and the switch number at its start.
             let mut holder_running = None;
             let timed_out = if s & SYSCALL != 0 {
+                if self.reclaim(token) {
+                    // Our own system call (the fast path lost a race with a
+                    // waiter's arrival): just take it back.
+                    break Ok(());
+                }
                 // The holder is in a system call: take it over once the call
                 // has lasted the threshold.
                 let threshold = self.lazy_release.unwrap_or_default();

@@ -343,3 +343,75 @@ fn abort_releases_a_forced_releaser() {
         assert!(!gil.is_locked());
     });
 }
+
+#[test]
+fn lazy_takeover_vs_reclaim_exactly_one_wins() {
+    // T releases lazily (a "system call"), W wants the lock, the clock may
+    // tick (the call outlasting the threshold), T comes back: T's reclaim
+    // and W's takeover race for the same episode; exactly one may win, and
+    // the loser must still get the lock afterwards.
+    let takeovers = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = takeovers.clone();
+    loom::model(move || {
+        let gil = Arc::new(Gil::new(GilConfig::new().lazy_release_us(Some(50))).unwrap());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let (t, w) = (tok(1), tok(2));
+        gil.acquire(t).unwrap();
+        gil.release(t, ReleaseReason::Voluntary).unwrap();
+        assert!(gil.is_locked(), "a lazy release keeps the lock reserved");
+        let clock = spawn_clock(&gil);
+        let waiter = {
+            let (gil, data) = (gil.clone(), data.clone());
+            thread::spawn(move || {
+                gil.acquire(w).unwrap();
+                // SAFETY: only touched while holding the GIL, which loom checks.
+                data.with_mut(|v| unsafe { *v += 1 });
+                gil.release(w, ReleaseReason::Final).unwrap();
+            })
+        };
+        gil.acquire(t).unwrap();
+        // SAFETY: as above.
+        data.with_mut(|v| unsafe { *v += 1 });
+        gil.release(t, ReleaseReason::Final).unwrap();
+        clock.join().unwrap();
+        waiter.join().unwrap();
+        // SAFETY: both threads joined.
+        assert_eq!(data.with(|v| unsafe { *v }), 2);
+        let c = gil.counters();
+        assert!(c.lazy_takeovers <= 1);
+        seen.fetch_add(c.lazy_takeovers as usize, SeqCst);
+        assert!(!gil.is_locked());
+    });
+    assert!(
+        takeovers.load(SeqCst) > 0,
+        "no execution took the lock over from a system call"
+    );
+}
+
+#[test]
+fn priority_io_waiter_preempts_a_cpu_holder_without_a_timeout() {
+    // No clock: no waiter can ever time out. C is CPU-class (its last
+    // release was forced) and spins until asked to drop; I, a fresh
+    // (I/O-class) thread, must get it to drop at once.
+    loom::model(|| {
+        let gil = Arc::new(Gil::new(GilConfig::new().policy(gil_core::Policy::Priority)).unwrap());
+        let (c, i) = (tok(1), tok(2));
+        gil.acquire(c).unwrap();
+        gil.release(c, ReleaseReason::Forced).unwrap(); // nobody waits: returns at once
+        gil.acquire(c).unwrap(); // now a CPU-class holder
+        let io = {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                gil.acquire(i).unwrap();
+                gil.release(i, ReleaseReason::Voluntary).unwrap();
+            })
+        };
+        while !gil.drop_requested() {
+            thread::yield_now();
+        }
+        gil.release(c, ReleaseReason::Forced).unwrap();
+        assert_eq!(gil.last_holder(), Some(i), "the I/O waiter did not take over");
+        io.join().unwrap();
+        assert_eq!(gil.counters().preemptions, 1);
+    });
+}

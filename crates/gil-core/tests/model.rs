@@ -44,6 +44,12 @@ fn op() -> impl Strategy<Value = Op> {
 /// The reference: what the lock must look like after each operation.
 #[derive(Debug, Default)]
 struct Model {
+    /// Lazy release on: a voluntary release parks the lock in `syscall`.
+    lazy: bool,
+    /// The token whose lazily released call holds the lock reserved.
+    syscall: Option<usize>,
+    lazy_releases: u64,
+    lazy_takeovers: u64,
     holder: Option<usize>,
     last_holder: Option<usize>,
     switches: u64,
@@ -68,8 +74,9 @@ fn tok(t: usize) -> Token {
 
 fn check(gil: &Gil, model: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(gil.holder(), model.holder.map(tok));
-    prop_assert_eq!(gil.is_locked(), model.holder.is_some());
-    prop_assert_eq!(gil.is_idle(), model.holder.is_none());
+    let reserved = model.holder.is_some() || model.syscall.is_some();
+    prop_assert_eq!(gil.is_locked(), reserved);
+    prop_assert_eq!(gil.is_idle(), !reserved);
     prop_assert_eq!(gil.last_holder(), model.last_holder.map(tok));
     prop_assert_eq!(gil.switch_number(), model.switches);
     let c = gil.counters();
@@ -78,9 +85,112 @@ fn check(gil: &Gil, model: &Model) -> Result<(), TestCaseError> {
     // Alone, nobody waits: no requests, no forced switches, no wait time.
     prop_assert_eq!(c.drop_requests, 0);
     prop_assert_eq!(c.forced_switches, 0);
-    prop_assert_eq!(c.wait_time, std::time::Duration::ZERO);
+    prop_assert_eq!(c.lazy_releases, model.lazy_releases);
+    prop_assert_eq!(c.lazy_takeovers, model.lazy_takeovers);
     prop_assert!(!gil.drop_requested());
     prop_assert_eq!(gil.switch_interval_us(), model.interval);
+    Ok(())
+}
+
+fn run(lazy: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    // A 1 µs threshold: a waiter takes a lazily released lock over at once.
+    let config = if lazy {
+        GilConfig::new().lazy_release_us(Some(1))
+    } else {
+        GilConfig::new()
+    };
+    let gil = Gil::new(config).unwrap();
+    let mut m = Model {
+        lazy,
+        interval: gil_core::DEFAULT_SWITCH_INTERVAL_US,
+        ..Model::default()
+    };
+    check(&gil, &m)?;
+    for op in ops {
+        match op {
+            Op::Acquire(t) => match (m.holder, m.syscall) {
+                (Some(h), _) if h == t => prop_assert_eq!(gil.acquire(tok(t)), Err(GilError::AlreadyHeld)),
+                (Some(_), _) => continue, // would block: not for a single thread
+                (None, Some(s)) if s == t => {
+                    // Back from its own call: a reclaim, no switch.
+                    prop_assert_eq!(gil.acquire(tok(t)), Ok(()));
+                    m.syscall = None;
+                    m.holder = Some(t);
+                    m.acquisitions += 1;
+                }
+                (None, Some(_)) => {
+                    // Another thread's call outlasts the threshold: take-over.
+                    prop_assert_eq!(gil.acquire(tok(t)), Ok(()));
+                    m.syscall = None;
+                    m.lazy_takeovers += 1;
+                    m.take(t);
+                }
+                (None, None) => {
+                    prop_assert_eq!(gil.acquire(tok(t)), Ok(()));
+                    m.take(t);
+                }
+            },
+            Op::TryAcquire(t) => match (m.holder, m.syscall) {
+                (Some(h), _) if h == t => prop_assert_eq!(gil.try_acquire(tok(t)), Err(GilError::AlreadyHeld)),
+                (Some(_), _) => prop_assert_eq!(gil.try_acquire(tok(t)), Ok(false)),
+                (None, Some(s)) if s == t => {
+                    prop_assert_eq!(gil.try_acquire(tok(t)), Ok(true));
+                    m.syscall = None;
+                    m.holder = Some(t);
+                    m.acquisitions += 1;
+                }
+                (None, Some(_)) => prop_assert_eq!(gil.try_acquire(tok(t)), Ok(false)),
+                (None, None) => {
+                    prop_assert_eq!(gil.try_acquire(tok(t)), Ok(true));
+                    m.take(t);
+                }
+            },
+            Op::Release(t, reason) => {
+                if m.holder == Some(t) {
+                    prop_assert_eq!(gil.release(tok(t), reason), Ok(()));
+                    m.holder = None;
+                    if reason == ReleaseReason::Final {
+                        m.last_holder = None;
+                    }
+                    if m.lazy && reason == ReleaseReason::Voluntary {
+                        m.syscall = Some(t);
+                        m.lazy_releases += 1;
+                    }
+                } else {
+                    prop_assert_eq!(gil.release(tok(t), reason), Err(GilError::NotHolder));
+                }
+            }
+            Op::HandleDropRequest(t) => {
+                let want = if m.holder == Some(t) {
+                    Ok(false)
+                } else {
+                    Err(GilError::NotHolder)
+                };
+                prop_assert_eq!(gil.handle_drop_request(tok(t)), want);
+            }
+            Op::SetInterval(us) => {
+                if us <= MAX_SWITCH_INTERVAL_US {
+                    prop_assert_eq!(gil.set_switch_interval_us(us), Ok(()));
+                    m.interval = us;
+                } else {
+                    prop_assert_eq!(gil.set_switch_interval_us(us), Err(GilError::InvalidSwitchInterval(us)));
+                }
+            }
+            Op::ReinitAfterFork(t) => {
+                gil.reinit_after_fork(tok(t));
+                m = Model {
+                    lazy,
+                    holder: Some(t),
+                    last_holder: Some(t),
+                    switches: 1,
+                    acquisitions: 1,
+                    interval: m.interval,
+                    ..Model::default()
+                };
+            }
+        }
+        check(&gil, &m)?;
+    }
     Ok(())
 }
 
@@ -89,56 +199,11 @@ proptest! {
 
     #[test]
     fn lock_matches_the_sequential_model(ops in proptest::collection::vec(op(), 1..64)) {
-        let gil = Gil::new(GilConfig::new()).unwrap();
-        let mut m = Model { interval: gil_core::DEFAULT_SWITCH_INTERVAL_US, ..Model::default() };
-        check(&gil, &m)?;
-        for op in ops {
-            match op {
-                Op::Acquire(t) => match m.holder {
-                    Some(h) if h == t => prop_assert_eq!(gil.acquire(tok(t)), Err(GilError::AlreadyHeld)),
-                    Some(_) => continue, // would block: not for a single thread
-                    None => {
-                        prop_assert_eq!(gil.acquire(tok(t)), Ok(()));
-                        m.take(t);
-                    }
-                },
-                Op::TryAcquire(t) => match m.holder {
-                    Some(h) if h == t => prop_assert_eq!(gil.try_acquire(tok(t)), Err(GilError::AlreadyHeld)),
-                    Some(_) => prop_assert_eq!(gil.try_acquire(tok(t)), Ok(false)),
-                    None => {
-                        prop_assert_eq!(gil.try_acquire(tok(t)), Ok(true));
-                        m.take(t);
-                    }
-                },
-                Op::Release(t, reason) => {
-                    if m.holder == Some(t) {
-                        prop_assert_eq!(gil.release(tok(t), reason), Ok(()));
-                        m.holder = None;
-                        if reason == ReleaseReason::Final {
-                            m.last_holder = None;
-                        }
-                    } else {
-                        prop_assert_eq!(gil.release(tok(t), reason), Err(GilError::NotHolder));
-                    }
-                }
-                Op::HandleDropRequest(t) => {
-                    let want = if m.holder == Some(t) { Ok(false) } else { Err(GilError::NotHolder) };
-                    prop_assert_eq!(gil.handle_drop_request(tok(t)), want);
-                }
-                Op::SetInterval(us) => {
-                    if us <= MAX_SWITCH_INTERVAL_US {
-                        prop_assert_eq!(gil.set_switch_interval_us(us), Ok(()));
-                        m.interval = us;
-                    } else {
-                        prop_assert_eq!(gil.set_switch_interval_us(us), Err(GilError::InvalidSwitchInterval(us)));
-                    }
-                }
-                Op::ReinitAfterFork(t) => {
-                    gil.reinit_after_fork(tok(t));
-                    m = Model { holder: Some(t), last_holder: Some(t), switches: 1, acquisitions: 1, interval: m.interval };
-                }
-            }
-            check(&gil, &m)?;
-        }
+        run(false, ops)?;
+    }
+
+    #[test]
+    fn lazy_lock_matches_the_sequential_model(ops in proptest::collection::vec(op(), 1..64)) {
+        run(true, ops)?;
     }
 }

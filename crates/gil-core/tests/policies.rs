@@ -1,0 +1,275 @@
+//! The priority policy and lazy release, with real threads.
+#![cfg(not(gil_loom))]
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use gil_core::{Gil, GilConfig, GilError, Policy, ReleaseReason, Token, PRESETS};
+
+fn tok(n: usize) -> Token {
+    Token::new(n).expect("non-zero")
+}
+
+struct Unprotected(UnsafeCell<u64>);
+// SAFETY: only touched while holding the GIL, the property under test.
+unsafe impl Sync for Unprotected {}
+
+#[test]
+fn every_preset_keeps_mutual_exclusion() {
+    for &name in PRESETS {
+        const THREADS: usize = 6;
+        const ROUNDS: u64 = 5_000;
+        let gil = Arc::new(Gil::new(GilConfig::preset(name).unwrap().switch_interval_us(50)).unwrap());
+        let counter = Arc::new(Unprotected(UnsafeCell::new(0)));
+        let barrier = Arc::new(Barrier::new(THREADS));
+        let handles: Vec<_> = (0..THREADS)
+            .map(|i| {
+                let (gil, counter, barrier) = (gil.clone(), counter.clone(), barrier.clone());
+                thread::spawn(move || {
+                    let me = tok(i + 1);
+                    barrier.wait();
+                    for round in 0..ROUNDS {
+                        gil.acquire(me).unwrap();
+                        // SAFETY: we hold the GIL.
+                        unsafe {
+                            let v = std::ptr::read_volatile(counter.0.get());
+                            std::hint::spin_loop();
+                            std::ptr::write_volatile(counter.0.get(), v + 1);
+                        }
+                        let reason = if gil.drop_requested() || round % 7 == 0 {
+                            ReleaseReason::Forced
+                        } else {
+                            ReleaseReason::Voluntary
+                        };
+                        gil.release(me, reason).unwrap();
+                        if round % 97 == 0 {
+                            thread::sleep(Duration::from_micros(100)); // a "blocking call"
+                        }
+                    }
+                    // A thread ends with a final release (a voluntary last
+                    // release would leave a lazy lock reserved for its call).
+                    gil.acquire(me).unwrap();
+                    gil.release(me, ReleaseReason::Final).unwrap();
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        // SAFETY: all threads joined.
+        assert_eq!(unsafe { *counter.0.get() }, THREADS as u64 * ROUNDS, "preset {name}");
+        assert!(gil.is_idle(), "preset {name}: lock left held");
+    }
+}
+
+#[test]
+fn presets_are_what_they_say() {
+    let g = |n| Gil::new(GilConfig::preset(n).unwrap()).unwrap();
+    assert_eq!(
+        (g("classic").policy(), g("classic").lazy_release_us()),
+        (Policy::Classic, None)
+    );
+    assert_eq!(g("priority").policy(), Policy::Priority);
+    assert_eq!(g("lazy").lazy_release_us(), Some(gil_core::DEFAULT_LAZY_RELEASE_US));
+    assert_eq!(g("priority-lazy").policy(), Policy::Priority);
+    assert!(GilConfig::preset("fifo-please").is_err());
+    assert_eq!(
+        Gil::new(GilConfig::new().lazy_release_us(Some(u64::MAX))).err(),
+        Some(GilError::InvalidLazyThreshold(u64::MAX))
+    );
+}
+
+/// With a 60 s interval, a classic waiter would wait a minute before asking;
+/// an I/O-class waiter under the priority policy asks a CPU-class holder at
+/// once, so this finishes (and counts one preemption).
+#[test]
+fn priority_io_waiter_preempts_a_cpu_holder_at_once() {
+    let gil = Arc::new(Gil::new(GilConfig::new().policy(Policy::Priority).switch_interval_us(60_000_000)).unwrap());
+    let (cpu, io) = (tok(1), tok(2));
+    gil.acquire(cpu).unwrap();
+    gil.release(cpu, ReleaseReason::Forced).unwrap();
+    gil.acquire(cpu).unwrap(); // CPU-class now
+    let waiter = {
+        let gil = gil.clone();
+        thread::spawn(move || {
+            gil.acquire(io).unwrap();
+            gil.release(io, ReleaseReason::Voluntary).unwrap();
+        })
+    };
+    while !gil.drop_requested() {
+        std::hint::spin_loop();
+    }
+    gil.release(cpu, ReleaseReason::Forced).unwrap();
+    assert_eq!(gil.last_holder(), Some(io));
+    waiter.join().unwrap();
+    assert_eq!(gil.counters().preemptions, 1);
+}
+
+/// Classic does not preempt: the same set-up raises no request (within a
+/// second, against a 60 s interval).
+#[test]
+fn classic_does_not_preempt() {
+    let gil = Arc::new(Gil::new(GilConfig::new().switch_interval_us(60_000_000)).unwrap());
+    let (cpu, io) = (tok(1), tok(2));
+    gil.acquire(cpu).unwrap();
+    gil.release(cpu, ReleaseReason::Forced).unwrap();
+    gil.acquire(cpu).unwrap();
+    let waiter = {
+        let gil = gil.clone();
+        thread::spawn(move || {
+            gil.acquire(io).unwrap();
+            gil.release(io, ReleaseReason::Final).unwrap();
+        })
+    };
+    thread::sleep(Duration::from_millis(200));
+    assert!(!gil.drop_requested());
+    gil.release(cpu, ReleaseReason::Voluntary).unwrap();
+    waiter.join().unwrap();
+    assert_eq!(gil.counters().preemptions, 0);
+}
+
+/// Three I/O-class threads keep the lock busy, each re-acquiring right after
+/// releasing; a CPU-class waiter still gets it within the starvation bound
+/// (10 intervals) plus the holders' response time. The assertion allows 40x
+/// the bound: a fairness property, not a speed claim.
+#[test]
+fn priority_cpu_waiter_is_not_starved_by_io_threads() {
+    const INTERVAL_US: u64 = 1_000;
+    let gil = Arc::new(
+        Gil::new(
+            GilConfig::new()
+                .policy(Policy::Priority)
+                .switch_interval_us(INTERVAL_US),
+        )
+        .unwrap(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood: Vec<_> = (0..3)
+        .map(|i| {
+            let (gil, stop) = (gil.clone(), stop.clone());
+            thread::spawn(move || {
+                let me = tok(10 + i);
+                while !stop.load(Ordering::Relaxed) {
+                    gil.acquire(me).unwrap();
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_micros(200) && !gil.drop_requested() {
+                        std::hint::spin_loop();
+                    }
+                    let reason = if gil.drop_requested() {
+                        ReleaseReason::Forced
+                    } else {
+                        ReleaseReason::Voluntary
+                    };
+                    gil.release(me, reason).unwrap();
+                }
+            })
+        })
+        .collect();
+    let cpu = tok(1);
+    let bound = Duration::from_micros(INTERVAL_US * gil_core::STARVATION_INTERVALS);
+    let mut longest = Duration::ZERO;
+    for _ in 0..10 {
+        gil.acquire(cpu).unwrap();
+        gil.release(cpu, ReleaseReason::Forced).unwrap(); // CPU-class from now on
+        thread::sleep(Duration::from_millis(2));
+        let t = Instant::now();
+        gil.acquire(cpu).unwrap();
+        longest = longest.max(t.elapsed());
+        gil.release(cpu, ReleaseReason::Forced).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in flood {
+        h.join().unwrap();
+    }
+    assert!(
+        longest <= bound * 40,
+        "CPU-class waiter waited {longest:?} (bound {bound:?})"
+    );
+}
+
+#[test]
+fn lazy_release_uncontended_is_a_reclaim_without_a_switch() {
+    let gil = Gil::new(GilConfig::preset("lazy").unwrap()).unwrap();
+    let me = tok(1);
+    gil.acquire(me).unwrap();
+    for _ in 0..100 {
+        gil.release(me, ReleaseReason::Voluntary).unwrap();
+        assert!(gil.is_locked(), "the lock stays reserved during the call");
+        assert_eq!(gil.holder(), None, "nobody runs while in the call");
+        assert_eq!(gil.release(me, ReleaseReason::Voluntary), Err(GilError::NotHolder));
+        gil.acquire(me).unwrap();
+    }
+    let c = gil.counters();
+    assert_eq!(
+        (c.lazy_releases, c.acquisitions, c.switches, c.lazy_takeovers),
+        (100, 101, 1, 0)
+    );
+    gil.release(me, ReleaseReason::Final).unwrap();
+    assert!(gil.is_idle());
+}
+
+/// A call that blocks longer than the threshold: a waiter takes the lock
+/// over while the caller is still in it, and the caller, back, waits its turn.
+#[test]
+fn lazy_release_long_call_is_taken_over() {
+    let gil = Arc::new(Gil::new(GilConfig::new().lazy_release_us(Some(100))).unwrap());
+    let (caller, waiter) = (tok(1), tok(2));
+    let in_call = Arc::new(AtomicBool::new(true));
+    gil.acquire(caller).unwrap();
+    gil.release(caller, ReleaseReason::Voluntary).unwrap();
+    let w = {
+        let (gil, in_call) = (gil.clone(), in_call.clone());
+        thread::spawn(move || {
+            gil.acquire(waiter).unwrap();
+            let during_call = in_call.load(Ordering::SeqCst);
+            thread::sleep(Duration::from_millis(5));
+            gil.release(waiter, ReleaseReason::Final).unwrap();
+            during_call
+        })
+    };
+    thread::sleep(Duration::from_millis(100)); // the blocking call
+    in_call.store(false, Ordering::SeqCst);
+    gil.acquire(caller).unwrap();
+    assert!(w.join().unwrap(), "the waiter did not take over during the call");
+    let c = gil.counters();
+    assert_eq!(c.lazy_takeovers, 1);
+    assert_eq!(gil.last_holder(), Some(caller));
+    gil.release(caller, ReleaseReason::Final).unwrap();
+}
+
+/// A pending drop request turns a lazy release into a real one, with
+/// CPython's forced-switch wait.
+#[test]
+fn lazy_release_with_a_pending_request_hands_over() {
+    let gil = Arc::new(
+        Gil::new(
+            GilConfig::new()
+                .lazy_release_us(Some(1_000_000))
+                .switch_interval_us(500),
+        )
+        .unwrap(),
+    );
+    let (a, b) = (tok(1), tok(2));
+    gil.acquire(a).unwrap();
+    let w = {
+        let gil = gil.clone();
+        thread::spawn(move || {
+            gil.acquire(b).unwrap();
+            gil.release(b, ReleaseReason::Final).unwrap();
+        })
+    };
+    while !gil.drop_requested() {
+        thread::yield_now();
+    }
+    gil.release(a, ReleaseReason::Voluntary).unwrap();
+    assert!(matches!(gil.last_holder(), Some(t) if t == b) || gil.last_holder().is_none());
+    w.join().unwrap();
+    assert_eq!(
+        gil.counters().lazy_takeovers,
+        0,
+        "handed over, not taken over after the threshold"
+    );
+}

@@ -16,6 +16,9 @@
  * GIL) sends 100-byte requests back to back.
  *
  *   tiny-interp [--policy NAME] [--max-cpu N] [--seconds S] [--interval-us US]
+ *
+ * NAME is one of the library's presets (gil_preset_name): classic (CPython's
+ * GIL), priority, lazy, priority-lazy.
  */
 #define _GNU_SOURCE
 #include <gil.h>
@@ -209,12 +212,11 @@ struct result {
     gil_counters_t counters;
 };
 
-static struct result measure(gil_policy_t policy, uint64_t interval_us, int n_cpu, double seconds) {
+static struct result measure(const char *preset, uint64_t interval_us, int n_cpu, double seconds) {
     gil_config_t config;
     gil_t *gil = NULL;
     gil_result_t r;
-    if ((r = gil_config_init(&config)) != GIL_OK) die("config", r);
-    config.policy = policy;
+    if ((r = gil_config_preset(preset, &config)) != GIL_OK) die("preset", r);
     config.switch_interval_us = interval_us;
     config.on_drop_request = on_drop_request;
     if ((r = gil_new(&config, &gil)) != GIL_OK) die("gil_new", r);
@@ -320,10 +322,12 @@ int main(int argc, char **argv) {
             usage();
         }
     }
-    gil_policy_t policy;
-    gil_result_t r = gil_policy_from_name(policy_name, &policy);
+    gil_config_t probe;
+    gil_result_t r = gil_config_preset(policy_name, &probe);
     if (r != GIL_OK) {
-        fprintf(stderr, "tiny-interp: policy \"%s\": %s (known: classic)\n", policy_name, gil_result_str(r));
+        fprintf(stderr, "tiny-interp: policy \"%s\": %s; known:", policy_name, gil_result_str(r));
+        for (size_t i = 0; gil_preset_name(i) != NULL; i++) fprintf(stderr, " %s", gil_preset_name(i));
+        fprintf(stderr, "\n");
         return 2;
     }
     if (interval_us > GIL_MAX_SWITCH_INTERVAL_US) {
@@ -336,7 +340,7 @@ int main(int argc, char **argv) {
     printf("%-11s %14s %14s %10s %13s %15s\n", "cpu threads", "round trips/s", "cpu work/s", "switches",
            "drop requests", "forced switches");
     for (int n = 0; n <= max_cpu; n++) {
-        struct result res = measure(policy, interval_us, n, seconds);
+        struct result res = measure(policy_name, interval_us, n, seconds);
         printf("%-11d %14.0f %14.0f %10llu %13llu %15llu\n", n, res.round_trips_per_s, res.work_per_s,
                (unsigned long long)res.counters.switches, (unsigned long long)res.counters.drop_requests,
                (unsigned long long)res.counters.forced_switches);

@@ -101,6 +101,11 @@ typedef struct {
   gil_drop_request_cb on_drop_request;
   // Passed to `on_drop_request`. Default: NULL.
   void *user_data;
+  // Lazy release around system calls: a voluntary release only marks the
+  // thread as in a call, and another thread takes the lock over once the
+  // call has lasted this many microseconds. 0 (the default): off, every
+  // release is real, as in CPython.
+  uint64_t lazy_release_us;
 } gil_config_t;
 
 // Called as `callback(user_data)` by `gil_acquire_or_abort` each time a
@@ -127,6 +132,12 @@ typedef struct {
   uint64_t forced_switches;
   // Nanoseconds spent waiting in acquisitions that did not succeed at once.
   uint64_t wait_ns;
+  // Priority policy: immediate drop requests by I/O-class waiters.
+  uint64_t preemptions;
+  // Lazy release: voluntary releases that only marked a system call.
+  uint64_t lazy_releases;
+  // Lazy release: calls that outlasted the threshold while a thread waited.
+  uint64_t lazy_takeovers;
 } gil_counters_t;
 
 // Around a blocking call. If a drop request is pending, it is answered like
@@ -143,6 +154,11 @@ typedef struct {
 
 // CPython 3.2–3.13's "new GIL", exactly.
 #define GIL_POLICY_CLASSIC 0
+
+// I/O-class threads (last release voluntary) before CPU-class ones (last
+// release forced); an I/O-class waiter preempts a CPU-class holder at once;
+// a CPU-class waiter is served first after 10 switch intervals.
+#define GIL_POLICY_PRIORITY 1
 
 #ifdef __cplusplus
 extern "C" {
@@ -324,6 +340,30 @@ const char *gil_policy_name(gil_policy_t policy);
 // `name` is NULL or a NUL-terminated string; `policy_out` is NULL or writable.
 gil_result_t gil_policy_from_name(const char *name,
                                   gil_policy_t *policy_out);
+
+// `*us_out` = the lock's lazy-release threshold in microseconds, 0 if lazy
+// release is off. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `us_out` is NULL or writable.
+gil_result_t gil_get_lazy_release(const gil_t *gil,
+                                  uint64_t *us_out);
+
+// The name of preset number `index` (0, 1, ...), a static string; NULL past
+// the last one. The presets: "classic" (CPython's GIL), "priority",
+// "lazy" (classic + lazy release), "priority-lazy". Any thread.
+const char *gil_preset_name(size_t index);
+
+// Fills `*config_out` (all fields, `struct_size` included) with the preset
+// named `name` (see `gil_preset_name`): policy, lazy-release threshold and
+// the default switch interval; no callback. `GIL_ERR_UNKNOWN_POLICY` if
+// there is no such preset. Any thread.
+//
+// # Safety
+// `name` is NULL or a NUL-terminated string; `config_out` is NULL or
+// writable for a `gil_config_t`.
+gil_result_t gil_config_preset(const char *name,
+                               gil_config_t *config_out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -717,6 +717,9 @@ impl Gil {
         let mut episode: Option<(u64, Stamp)> = None;
         // The switch number of the holder already preempted by this waiter.
         let mut preempted: Option<u64> = None;
+        // With lazy release: since when this waiter has waited for the
+        // current holder (its switch number), across wake-ups.
+        let mut waiting_on: Option<(u64, Stamp)> = None;
         #[cfg(gil_loom)]
         let first_tick = room.ticks;
         let took = loop {
@@ -781,7 +784,26 @@ impl Gil {
                     }
                 }
                 holder_running = Some(sn);
-                self.timed_wait(slow.cond(class), &mut room, self.interval())
+                if self.lazy_release.is_some() {
+                    // Every lazy release wakes a waiter (to time the call);
+                    // such wake-ups must not restart the interval, or a
+                    // thread making system calls all the time would never be
+                    // asked to drop. So the interval runs from when this
+                    // waiter started waiting on this holder.
+                    let since = match waiting_on {
+                        Some((w, since)) if w == sn => since,
+                        _ => {
+                            let now = Stamp::now(&room);
+                            waiting_on = Some((sn, now));
+                            now
+                        }
+                    };
+                    let left = since.left(self.interval());
+                    self.timed_wait(slow.cond(class), &mut room, left);
+                    since.passed(self.interval(), &room)
+                } else {
+                    self.timed_wait(slow.cond(class), &mut room, self.interval())
+                }
             };
             if !timed_out {
                 continue;
@@ -950,6 +972,17 @@ impl Stamp {
     #[cfg(gil_loom)]
     fn passed(self, _d: Duration, room: &WaitRoom) -> bool {
         room.ticks != self.tick
+    }
+
+    /// How much of `d` is left since this stamp (at least 1 µs).
+    #[cfg(not(gil_loom))]
+    fn left(self, d: Duration) -> Duration {
+        d.saturating_sub(self.at.elapsed()).max(Duration::from_micros(1))
+    }
+
+    #[cfg(gil_loom)]
+    fn left(self, d: Duration) -> Duration {
+        d
     }
 }
 

@@ -75,6 +75,10 @@ pub const GIL_RELEASE_FINAL: gil_release_reason_t = 2;
 pub type gil_policy_t = u32;
 /// CPython 3.2–3.13's "new GIL", exactly.
 pub const GIL_POLICY_CLASSIC: gil_policy_t = 0;
+/// I/O-class threads (last release voluntary) before CPU-class ones (last
+/// release forced); an I/O-class waiter preempts a CPU-class holder at once;
+/// a CPU-class waiter is served first after 10 switch intervals.
+pub const GIL_POLICY_PRIORITY: gil_policy_t = 1;
 
 /// Default switch interval, in microseconds (CPython's 5 ms).
 pub const GIL_DEFAULT_SWITCH_INTERVAL_US: u64 = 5_000;
@@ -110,6 +114,11 @@ pub struct gil_config_t {
     pub on_drop_request: gil_drop_request_cb,
     /// Passed to `on_drop_request`. Default: NULL.
     pub user_data: *mut c_void,
+    /// Lazy release around system calls: a voluntary release only marks the
+    /// thread as in a call, and another thread takes the lock over once the
+    /// call has lasted this many microseconds. 0 (the default): off, every
+    /// release is real, as in CPython.
+    pub lazy_release_us: u64,
 }
 
 /// Counters of one lock, filled by `gil_get_counters`.
@@ -130,6 +139,12 @@ pub struct gil_counters_t {
     pub forced_switches: u64,
     /// Nanoseconds spent waiting in acquisitions that did not succeed at once.
     pub wait_ns: u64,
+    /// Priority policy: immediate drop requests by I/O-class waiters.
+    pub preemptions: u64,
+    /// Lazy release: voluntary releases that only marked a system call.
+    pub lazy_releases: u64,
+    /// Lazy release: calls that outlasted the threshold while a thread waited.
+    pub lazy_takeovers: u64,
 }
 
 /// A lock. Opaque: create with `gil_new`, destroy with `gil_free`.
@@ -174,7 +189,7 @@ fn map_err(e: GilError) -> gil_result_t {
     match e {
         GilError::NotHolder => GIL_ERR_NOT_HOLDER,
         GilError::AlreadyHeld => GIL_ERR_ALREADY_HELD,
-        GilError::InvalidSwitchInterval(_) => GIL_ERR_INVALID_CONFIG,
+        GilError::InvalidSwitchInterval(_) | GilError::InvalidLazyThreshold(_) => GIL_ERR_INVALID_CONFIG,
         GilError::Busy => GIL_ERR_BUSY,
         GilError::Aborted => GIL_ERR_ABORTED,
         _ => GIL_ERR_PANIC,
@@ -195,6 +210,7 @@ fn token(ptr: *mut c_void) -> Result<Token, gil_result_t> {
 fn policy_from_raw(raw: gil_policy_t) -> Result<Policy, gil_result_t> {
     match raw {
         GIL_POLICY_CLASSIC => Ok(Policy::Classic),
+        GIL_POLICY_PRIORITY => Ok(Policy::Priority),
         _ => Err(GIL_ERR_INVALID_ARGUMENT),
     }
 }
@@ -202,6 +218,7 @@ fn policy_from_raw(raw: gil_policy_t) -> Result<Policy, gil_result_t> {
 fn policy_to_raw(policy: Policy) -> gil_policy_t {
     match policy {
         Policy::Classic => GIL_POLICY_CLASSIC,
+        Policy::Priority => GIL_POLICY_PRIORITY,
         _ => u32::MAX,
     }
 }
@@ -261,6 +278,7 @@ pub unsafe extern "C" fn gil_config_init(config: *mut gil_config_t) -> gil_resul
             switch_interval_us: GIL_DEFAULT_SWITCH_INTERVAL_US,
             on_drop_request: None,
             user_data: ptr::null_mut(),
+            lazy_release_us: 0,
         };
         // SAFETY: forwarded from this function's contract.
         unsafe { write_out(config, defaults) }
@@ -278,6 +296,7 @@ unsafe fn read_config(config: *const gil_config_t) -> Result<gil_config_t, gil_r
         switch_interval_us: GIL_DEFAULT_SWITCH_INTERVAL_US,
         on_drop_request: None,
         user_data: ptr::null_mut(),
+        lazy_release_us: 0,
     };
     // SAFETY: the first field is always there (the caller sets it).
     let size = unsafe { ptr::addr_of!((*config).struct_size).read_unaligned() } as usize;
@@ -311,7 +330,10 @@ pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut
             // SAFETY: forwarded from this function's contract.
             let c = unsafe { read_config(config) }?;
             let policy = policy_from_raw(c.policy).map_err(|_| GIL_ERR_INVALID_CONFIG)?;
-            builder = builder.switch_interval_us(c.switch_interval_us).policy(policy);
+            builder = builder
+                .switch_interval_us(c.switch_interval_us)
+                .policy(policy)
+                .lazy_release_us((c.lazy_release_us != 0).then_some(c.lazy_release_us));
             if let Some(callback) = c.on_drop_request {
                 let cb = DropCallback {
                     callback,
@@ -626,6 +648,9 @@ pub unsafe extern "C" fn gil_get_counters(gil: *const gil_t, counters_out: *mut 
             drop_requests: c.drop_requests,
             forced_switches: c.forced_switches,
             wait_ns: u64::try_from(c.wait_time.as_nanos()).unwrap_or(u64::MAX),
+            preemptions: c.preemptions,
+            lazy_releases: c.lazy_releases,
+            lazy_takeovers: c.lazy_takeovers,
         };
         // SAFETY: `size` bytes are writable at `counters_out` (contract) and
         // readable from `full` (checked `size <= sizeof`).
@@ -640,6 +665,7 @@ pub unsafe extern "C" fn gil_get_counters(gil: *const gil_t, counters_out: *mut 
 pub extern "C" fn gil_policy_name(policy: gil_policy_t) -> *const c_char {
     guard(ptr::null(), || match policy_from_raw(policy) {
         Ok(Policy::Classic) => c"classic".as_ptr(),
+        Ok(Policy::Priority) => c"priority".as_ptr(),
         _ => ptr::null(),
     })
 }
@@ -665,6 +691,64 @@ pub unsafe extern "C" fn gil_policy_from_name(name: *const c_char, policy_out: *
             .ok_or(GIL_ERR_UNKNOWN_POLICY)?;
         // SAFETY: forwarded from this function's contract.
         unsafe { write_out(policy_out, policy_to_raw(policy)) }
+    })
+}
+
+/// `*us_out` = the lock's lazy-release threshold in microseconds, 0 if lazy
+/// release is off. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `us_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_lazy_release(gil: *const gil_t, us_out: *mut u64) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(us_out, gil.lazy_release_us().unwrap_or(0)) }
+    })
+}
+
+/// The name of preset number `index` (0, 1, ...), a static string; NULL past
+/// the last one. The presets: "classic" (CPython's GIL), "priority",
+/// "lazy" (classic + lazy release), "priority-lazy". Any thread.
+#[no_mangle]
+pub extern "C" fn gil_preset_name(index: usize) -> *const c_char {
+    static NAMES: [&CStr; 4] = [c"classic", c"priority", c"lazy", c"priority-lazy"];
+    guard(ptr::null(), || NAMES.get(index).map_or(ptr::null(), |n| n.as_ptr()))
+}
+
+/// Fills `*config_out` (all fields, `struct_size` included) with the preset
+/// named `name` (see `gil_preset_name`): policy, lazy-release threshold and
+/// the default switch interval; no callback. `GIL_ERR_UNKNOWN_POLICY` if
+/// there is no such preset. Any thread.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `config_out` is NULL or
+/// writable for a `gil_config_t`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_config_preset(name: *const c_char, config_out: *mut gil_config_t) -> gil_result_t {
+    guard_result(|| {
+        if name.is_null() || config_out.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        // SAFETY: non-NULL and NUL-terminated by the contract.
+        let name = unsafe { CStr::from_ptr(name) }
+            .to_str()
+            .map_err(|_| GIL_ERR_UNKNOWN_POLICY)?;
+        let preset = GilConfig::preset(name).map_err(|_| GIL_ERR_UNKNOWN_POLICY)?;
+        let gil = Gil::new(preset).map_err(map_err)?;
+        let config = gil_config_t {
+            struct_size: size_of::<gil_config_t>() as u32,
+            policy: policy_to_raw(gil.policy()),
+            switch_interval_us: gil.switch_interval_us(),
+            on_drop_request: None,
+            user_data: ptr::null_mut(),
+            lazy_release_us: gil.lazy_release_us().unwrap_or(0),
+        };
+        // SAFETY: checked non-NULL; writable by the contract.
+        unsafe { config_out.write(config) };
+        Ok(())
     })
 }
 
@@ -719,6 +803,19 @@ mod tests {
             assert_ne!(t, &unknown, "code {i} has no text");
             assert_eq!(texts.iter().filter(|u| *u == t).count(), 1, "code {i} shares its text");
         }
+    }
+
+    #[test]
+    fn presets_match_the_core() {
+        let mut i = 0;
+        // SAFETY: gil_preset_name returns NULL or a static C string.
+        while let Some(name) = unsafe { gil_preset_name(i).as_ref() } {
+            // SAFETY: non-NULL static C string.
+            let name = unsafe { CStr::from_ptr(name) }.to_str().unwrap();
+            assert_eq!(gil_core::PRESETS.get(i), Some(&name));
+            i += 1;
+        }
+        assert_eq!(i, gil_core::PRESETS.len());
     }
 
     #[test]

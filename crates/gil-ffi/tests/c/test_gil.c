@@ -405,6 +405,67 @@ static void test_misuse_codes(void) {
     }
 }
 
+/* ---- presets and policies ------------------------------------------------ */
+
+static void test_presets_and_policies(void) {
+    gil_config_t config;
+    gil_t *gil = NULL;
+    size_t n = 0;
+    while (gil_preset_name(n) != NULL) n++;
+    CHECK(n == 4);
+    CHECK(strcmp(gil_preset_name(0), "classic") == 0);
+
+    memset(&config, 0x5A, sizeof config);
+    CHECK_RESULT(gil_config_preset("no-such-preset", &config), GIL_ERR_UNKNOWN_POLICY);
+    CHECK(config.struct_size == 0x5A5A5A5Au); /* untouched */
+    CHECK_RESULT(gil_config_preset(NULL, &config), GIL_ERR_NULL_ARGUMENT);
+
+    CHECK_RESULT(gil_config_preset("priority-lazy", &config), GIL_OK);
+    CHECK(config.struct_size == sizeof config);
+    CHECK(config.policy == GIL_POLICY_PRIORITY);
+    CHECK(config.lazy_release_us > 0);
+    CHECK(config.on_drop_request == NULL);
+    CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    gil_policy_t p = 99;
+    uint64_t lazy = 0;
+    CHECK_RESULT(gil_get_policy(gil, &p), GIL_OK);
+    CHECK(p == GIL_POLICY_PRIORITY);
+    CHECK_RESULT(gil_get_lazy_release(gil, &lazy), GIL_OK);
+    CHECK(lazy == config.lazy_release_us);
+    CHECK(strcmp(gil_policy_name(GIL_POLICY_PRIORITY), "priority") == 0);
+
+    /* A lazy voluntary release keeps the lock reserved, and taking it back
+       is a reclaim: no switch. */
+    int me;
+    bool locked = false;
+    void *holder = &me;
+    CHECK_RESULT(gil_acquire(gil, &me), GIL_OK);
+    CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_VOLUNTARY), GIL_OK);
+    CHECK_RESULT(gil_is_locked(gil, &locked), GIL_OK);
+    CHECK(locked);
+    CHECK_RESULT(gil_get_holder(gil, &holder), GIL_OK);
+    CHECK(holder == NULL);
+    CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_VOLUNTARY), GIL_ERR_NOT_HOLDER);
+    CHECK_RESULT(gil_free(gil), GIL_ERR_BUSY); /* reserved for the call */
+    CHECK_RESULT(gil_acquire(gil, &me), GIL_OK);
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    CHECK_RESULT(gil_get_counters(gil, &c), GIL_OK);
+    CHECK(c.lazy_releases == 1 && c.acquisitions == 2 && c.switches == 1 && c.lazy_takeovers == 0);
+    CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_FINAL), GIL_OK);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+
+    /* An older, shorter config has no lazy_release_us: off. */
+    CHECK_RESULT(gil_config_init(&config), GIL_OK);
+    config.struct_size = (uint32_t)offsetof(gil_config_t, lazy_release_us);
+    config.lazy_release_us = 1000; /* beyond struct_size: ignored */
+    CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    CHECK_RESULT(gil_get_lazy_release(gil, &lazy), GIL_OK);
+    CHECK(lazy == 0);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
 /* ---- fork ---------------------------------------------------------------- */
 
 static void *fork_waiter(void *arg) {
@@ -484,6 +545,7 @@ int main(void) {
         {"drop_request_through_flag", test_drop_request_through_flag},
         {"forced_switch", test_forced_switch},
         {"misuse_codes", test_misuse_codes},
+        {"presets_and_policies", test_presets_and_policies},
         {"fork_in_threaded_process", test_fork_in_threaded_process},
     };
     int passed = 0;

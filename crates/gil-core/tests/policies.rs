@@ -273,3 +273,33 @@ fn lazy_release_with_a_pending_request_hands_over() {
         "handed over, not taken over after the threshold"
     );
 }
+
+/// A thread that makes fast system calls all the time (each lazily released
+/// and reclaimed) must still be asked to drop after one interval: the
+/// wake-ups those calls cause may not restart a waiter's interval.
+#[test]
+fn lazy_release_frequent_calls_are_still_asked_to_drop() {
+    let gil = Arc::new(Gil::new(GilConfig::new().lazy_release_us(Some(1_000_000)).switch_interval_us(2_000)).unwrap());
+    let (busy, waiter) = (tok(1), tok(2));
+    let got_it = Arc::new(AtomicBool::new(false));
+    gil.acquire(busy).unwrap();
+    let w = {
+        let (gil, got_it) = (gil.clone(), got_it.clone());
+        thread::spawn(move || {
+            gil.acquire(waiter).unwrap();
+            got_it.store(true, Ordering::SeqCst);
+            gil.release(waiter, ReleaseReason::Final).unwrap();
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !got_it.load(Ordering::SeqCst) && Instant::now() < deadline {
+        gil.release(busy, ReleaseReason::Voluntary).unwrap(); // a fast call
+        gil.acquire(busy).unwrap();
+        gil.handle_drop_request(busy).unwrap();
+    }
+    let asked = got_it.load(Ordering::SeqCst);
+    gil.release(busy, ReleaseReason::Final).unwrap();
+    w.join().unwrap();
+    assert!(asked, "the waiter never got the lock from a thread making fast calls");
+    assert!(gil.counters().drop_requests >= 1);
+}

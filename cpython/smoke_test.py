@@ -33,7 +33,9 @@ class RustGilSmoke(unittest.TestCase):
         self.assertRegex(_rustgil.version, r"^\d+\.\d+\.\d+$")
         self.assertEqual(_rustgil.policy(), EXPECTED_POLICY)
         self.assertEqual(set(_rustgil.counters()),
-                         {"acquisitions", "switches", "drop_requests", "forced_switches", "wait_ns"})
+                         {"acquisitions", "switches", "drop_requests", "forced_switches", "wait_ns",
+                          "preemptions", "lazy_releases", "lazy_takeovers"})
+        self.assertEqual(_rustgil.lazy_release() > 0, "lazy" in EXPECTED_POLICY)
 
     def test_counters_move_when_threads_contend(self):
         before = _rustgil.counters()
@@ -47,6 +49,16 @@ class RustGilSmoke(unittest.TestCase):
         self.assertGreater(after["drop_requests"], before["drop_requests"])
         self.assertGreater(after["forced_switches"], before["forced_switches"])
         self.assertGreater(after["wait_ns"], before["wait_ns"])
+
+    def test_blocking_calls_release_with_the_policy_in_force(self):
+        before = _rustgil.counters()
+        for _ in range(50):
+            time.sleep(0)  # a voluntary release and re-acquire each
+        after = _rustgil.counters()
+        if "lazy" in EXPECTED_POLICY:
+            self.assertGreaterEqual(after["lazy_releases"] - before["lazy_releases"], 50)
+        else:
+            self.assertEqual(after["lazy_releases"], 0)
 
     def test_switch_interval_goes_through_to_the_library(self):
         old = sys.getswitchinterval()
@@ -64,9 +76,10 @@ class RustGilSmoke(unittest.TestCase):
                               env={**os.environ, **env}, timeout=60)
 
     def test_environment_selects_the_policy(self):
-        r = self.run_python("import _rustgil; print(_rustgil.policy())", PYTHONRUSTGIL="classic")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.strip(), "classic")
+        for name in ("classic", "priority", "lazy", "priority-lazy"):
+            r = self.run_python("import _rustgil; print(_rustgil.policy())", PYTHONRUSTGIL=name)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.strip(), name)
 
     def test_unknown_policy_is_a_startup_error(self):
         r = self.run_python("print('should not run')", PYTHONRUSTGIL="no-such-policy")

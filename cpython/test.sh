@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The CPython part of the test command: builds CPython 3.13 --with-rust-gil
-# (cpython/build.sh, cached), runs the smoke test, checks that configure
-# refuses --with-rust-gil with --disable-gil, and runs CPython's own
-# thread-related test suites with the rust-gil interpreter, in parallel,
-# with a per-test timeout.
+# (cpython/build.sh, cached), checks that configure refuses --with-rust-gil
+# with --disable-gil, and under every policy (RUSTGIL_POLICIES, default: all
+# presets) runs the smoke test and CPython's own thread-related test suites
+# with the rust-gil interpreter, in parallel, with a per-test timeout.
 #
 #   cpython/test.sh [extra regrtest arguments]
 #
@@ -27,8 +27,11 @@ RUSTGIL_PYTHON=$(printf '%s\n' "$out" | sed -n 's/^RUSTGIL_PYTHON=//p')
 RUSTGIL_BUILD=$(printf '%s\n' "$out" | sed -n 's/^RUSTGIL_BUILD=//p')
 [ -x "$RUSTGIL_PYTHON" ] || die "the build did not produce an interpreter"
 
-step "smoke test"
-"$RUSTGIL_PYTHON" cpython/smoke_test.py
+POLICIES=(${RUSTGIL_POLICIES:-classic priority lazy priority-lazy})
+for policy in "${POLICIES[@]}"; do
+    step "smoke test, PYTHONRUSTGIL=$policy"
+    PYTHONRUSTGIL=$policy RUSTGIL_EXPECTED_POLICY=$policy "$RUSTGIL_PYTHON" cpython/smoke_test.py
+done
 
 step "configure refuses --with-rust-gil --disable-gil"
 scratch=$(mktemp -d)
@@ -48,5 +51,7 @@ if grep -qv '^\s*\(#\|$\)' cpython/known-failures.txt 2>/dev/null; then
     grep -v '^\s*\(#\|$\)' cpython/known-failures.txt | sed 's/[[:space:]].*//' >"$scratch/ignore"
     ignore=(--ignorefile "$scratch/ignore")
 fi
-step "CPython's own tests with the rust-gil interpreter: ${TESTS[*]}"
-"$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"
+for policy in "${POLICIES[@]}"; do
+    step "CPython's own tests, PYTHONRUSTGIL=$policy: ${TESTS[*]}"
+    PYTHONRUSTGIL=$policy "$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"
+done

@@ -11,12 +11,23 @@ threads (`while True: pass`); the client runs in this process (any Python 3).
 Runs are interleaved (every interpreter once per round), and the table gives
 the median of the rounds and each interpreter's ratio to the first one.
 
-Scenarios:
+Scenarios (N = each --spinners value: spinning threads in the server):
   echo      the convoy-effect report's experiment: 10 MB sent as 640 messages
             of 16 KB over loopback TCP, TCP_NODELAY on both ends; the server
             loops recv(8192) / sendall. Metric: seconds for the whole transfer.
   pingpong  100-byte request, 100-byte reply, back to back, for --seconds.
             Metric: median round trip in microseconds.
+  asyncio1, asyncio10
+            an asyncio echo server (plus N spinners); 1 or 10 client threads
+            send 100-byte requests back to back for --seconds. Metric: req/s.
+  udpmean, udpp99
+            UDP datagrams carrying their send time (CLOCK_MONOTONIC) to the
+            server's main thread, one per ms for --seconds. Metric: mean / p99
+            delivery latency in microseconds.
+  cpu       N pure-Python threads (N=max(spinners,1)) count loop rounds for
+            --seconds. Metric: total rounds/s (compare N=1 with N=2..4).
+  select    select.select([], [], [], 0) in a loop, one thread: a release and
+            re-acquire per call. Metric: ns per call.
 """
 
 import argparse
@@ -55,6 +66,91 @@ while True:
 '''
 
 
+ASYNCIO_SERVER = r'''
+import asyncio, socket, sys, threading
+
+def spin():
+    while True:
+        pass
+
+for _ in range(int(sys.argv[1])):
+    threading.Thread(target=spin, daemon=True).start()
+
+async def handle(reader, writer):
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        data = await reader.read(100)
+        if not data:
+            break
+        writer.write(data)
+        await writer.drain()
+    writer.close()
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+asyncio.run(main())
+'''
+
+UDP_SERVER = r'''
+import socket, sys, threading, time
+
+def spin():
+    while True:
+        pass
+
+for _ in range(int(sys.argv[1])):
+    threading.Thread(target=spin, daemon=True).start()
+
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1], flush=True)
+lat = []
+while True:
+    data, addr = s.recvfrom(64)
+    now = time.monotonic_ns()
+    if data == b"done":
+        lat.sort()
+        mean = sum(lat) / len(lat)
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+        s.sendto(f"{mean / 1e3:.1f} {p99 / 1e3:.1f}".encode(), addr)
+        lat = []
+        continue
+    lat.append(now - int(data))
+'''
+
+CPU_PROBE = r'''
+import sys, threading, time
+n, seconds = int(sys.argv[1]), float(sys.argv[2])
+counts = [0] * n
+stop = False
+def work(i):
+    c = 0
+    while not stop:
+        for _ in range(1000):
+            pass
+        c += 1
+    counts[i] = c
+ts = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+for t in ts: t.start()
+time.sleep(seconds)
+stop = True
+for t in ts: t.join()
+print(sum(counts) / seconds)
+'''
+
+SELECT_PROBE = r'''
+import select, time
+n = 200_000
+t = time.perf_counter()
+for _ in range(n):
+    select.select([], [], [], 0)
+print((time.perf_counter() - t) / n * 1e9)
+'''
+
+
 class Interpreter:
     def __init__(self, spec):
         name, sep, rest = spec.partition("=")
@@ -73,8 +169,8 @@ class Interpreter:
 
 
 class Server:
-    def __init__(self, interp, spinners):
-        self.proc = subprocess.Popen([interp.path, "-c", SERVER, str(spinners)], stdout=subprocess.PIPE,
+    def __init__(self, interp, spinners, code=SERVER):
+        self.proc = subprocess.Popen([interp.path, "-c", code, str(spinners)], stdout=subprocess.PIPE,
                                      env=interp.env, text=True)
         line = self.proc.stdout.readline()
         if not line.strip().isdigit():
@@ -129,6 +225,73 @@ def pingpong(server, args):
     return statistics.median(times) * 1e6
 
 
+def asyncio_rps(interp, n, args, clients):
+    server = Server(interp, n, ASYNCIO_SERVER)
+    try:
+        import threading
+        counts = [0] * clients
+        end = time.perf_counter() + args.seconds
+
+        def client(i):
+            c = server.connect()
+            msg = b"r" * 100
+            while time.perf_counter() < end:
+                c.sendall(msg)
+                left = 100
+                while left > 0:
+                    data = c.recv(left)
+                    if not data:
+                        raise RuntimeError("server closed the connection")
+                    left -= len(data)
+                counts[i] += 1
+            c.close()
+
+        ts = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return sum(counts) / args.seconds
+    finally:
+        server.close()
+
+
+def udp_ping(interp, n, args, stat):
+    server = Server(interp, n, UDP_SERVER)
+    try:
+        c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        addr = ("127.0.0.1", server.port)
+        end = time.perf_counter() + args.seconds
+        while time.perf_counter() < end:
+            c.sendto(str(time.monotonic_ns()).encode(), addr)
+            time.sleep(0.001)
+        c.settimeout(30)
+        c.sendto(b"done", addr)
+        mean, p99 = map(float, c.recv(64).split())
+        return mean if stat == "mean" else p99
+    finally:
+        server.close()
+
+
+def probe(interp, code, *argv):
+    out = subprocess.run([interp.path, "-c", code, *map(str, argv)], env=interp.env, capture_output=True,
+                         text=True, timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(f"{interp.name}: probe failed: {out.stderr}")
+    return float(out.stdout)
+
+
+# Scenarios that start their own processes: fn(interp, n, args) -> value.
+PROCESS_SCENARIOS = {
+    "asyncio1": (lambda i, n, a: asyncio_rps(i, n, a, 1), "asyncio echo, 1 client", "req/s"),
+    "asyncio10": (lambda i, n, a: asyncio_rps(i, n, a, 10), "asyncio echo, 10 clients", "req/s"),
+    "udpmean": (lambda i, n, a: udp_ping(i, n, a, "mean"), "UDP ping to main thread, mean", "µs"),
+    "udpp99": (lambda i, n, a: udp_ping(i, n, a, "p99"), "UDP ping to main thread, p99", "µs"),
+    "cpu": (lambda i, n, a: probe(i, CPU_PROBE, max(n, 1), a.seconds), "CPU work, N threads (N=spinners, 0 means 1)",
+            "units/s"),
+    "select": (lambda i, n, a: probe(i, SELECT_PROBE), "select([], [], [], 0), one thread", "ns/call"),
+}
+
 SCENARIOS = {
     "echo": (echo, "echo 10 MB / 16 KB", "s"),
     "pingpong": (pingpong, "ping-pong 100 B, median RTT", "µs"),
@@ -150,22 +313,24 @@ def main():
         p.error("--spinners wants numbers separated by commas, e.g. 0,1,2")
     scenarios = args.scenarios.split(",")
     for s in scenarios:
-        if s not in SCENARIOS:
-            p.error(f"unknown scenario {s!r}; known: {', '.join(SCENARIOS)}")
+        if s not in SCENARIOS and s not in PROCESS_SCENARIOS:
+            p.error(f"unknown scenario {s!r}; known: {', '.join([*SCENARIOS, *PROCESS_SCENARIOS])}")
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
 
     results = {}  # (scenario, spinners, interp) -> [values]
     for scen in scenarios:
-        fn = SCENARIOS[scen][0]
         for n in spinners:
             for r in range(args.repeat):
                 for interp in args.python:
-                    server = Server(interp, n)
-                    try:
-                        v = fn(server, args)
-                    finally:
-                        server.close()
+                    if scen in PROCESS_SCENARIOS:
+                        v = PROCESS_SCENARIOS[scen][0](interp, n, args)
+                    else:
+                        server = Server(interp, n)
+                        try:
+                            v = SCENARIOS[scen][0](server, args)
+                        finally:
+                            server.close()
                     results.setdefault((scen, n, interp.name), []).append(v)
                     print(f"  {scen:9} spinners={n} round {r + 1}: {interp.name:12} {v:10.3f}", file=sys.stderr,
                           flush=True)
@@ -178,10 +343,12 @@ def main():
         "|---|---:|" + "---:|" * (len(names) * 2 - 1),
     ]
     for scen in scenarios:
-        label, unit = SCENARIOS[scen][1], SCENARIOS[scen][2]
+        label, unit = (SCENARIOS.get(scen) or PROCESS_SCENARIOS[scen])[1:3]
         for n in spinners:
             med = {name: statistics.median(results[(scen, n, name)]) for name in names}
             cells = [f"{med[name]:.3f} {unit}" if unit == "s" else f"{med[name]:.0f} {unit}" for name in names]
+            if scen == "select" and n != spinners[0]:
+                continue  # one thread: the spinner count does not apply
             ratios = [f"{med[name] / med[base]:.2f}x" for name in names[1:]]
             lines.append(f"| {label} | {n} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     table = "\n".join(lines)

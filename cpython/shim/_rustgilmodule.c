@@ -4,10 +4,14 @@
  * cpython/build.sh copies it to Modules/ and builds it in (Modules/Setup.local).
  *
  *   _rustgil.version           the library's version (str)
- *   _rustgil.policy()          this interpreter's GIL policy (str)
+ *   _rustgil.policy()          this interpreter's GIL policy: the preset
+ *                              name (classic, priority, lazy, priority-lazy)
+ *   _rustgil.lazy_release()    the lazy-release threshold in seconds, 0.0
+ *                              when off
  *   _rustgil.switch_interval() the switch interval in seconds (float)
  *   _rustgil.counters()        dict: acquisitions, switches, drop_requests,
- *                              forced_switches, wait_ns
+ *                              forced_switches, wait_ns, preemptions,
+ *                              lazy_releases, lazy_takeovers
  */
 #ifndef Py_BUILD_CORE_BUILTIN
 #  define Py_BUILD_CORE_MODULE 1
@@ -48,12 +52,27 @@ rustgil_policy(PyObject *module, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     gil_policy_t policy;
+    uint64_t lazy_us;
     gil_result_t r = gil_get_policy(lock, &policy);
+    if (r == GIL_OK) {
+        r = gil_get_lazy_release(lock, &lazy_us);
+    }
     if (r != GIL_OK) {
         return lock_error("gil_get_policy", r);
     }
+    /* The preset's name: the policy, "-lazy" with lazy release (plain
+       "lazy" for classic + lazy release). */
     const char *name = gil_policy_name(policy);
-    return PyUnicode_FromString(name != NULL ? name : "unknown");
+    if (name == NULL) {
+        name = "unknown";
+    }
+    if (lazy_us == 0) {
+        return PyUnicode_FromString(name);
+    }
+    if (policy == GIL_POLICY_CLASSIC) {
+        return PyUnicode_FromString("lazy");
+    }
+    return PyUnicode_FromFormat("%s-lazy", name);
 }
 
 static PyObject *
@@ -67,6 +86,21 @@ rustgil_switch_interval(PyObject *module, PyObject *Py_UNUSED(ignored))
     gil_result_t r = gil_get_switch_interval(lock, &us);
     if (r != GIL_OK) {
         return lock_error("gil_get_switch_interval", r);
+    }
+    return PyFloat_FromDouble((double)us / 1e6);
+}
+
+static PyObject *
+rustgil_lazy_release(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    uint64_t us;
+    gil_result_t r = gil_get_lazy_release(lock, &us);
+    if (r != GIL_OK) {
+        return lock_error("gil_get_lazy_release", r);
     }
     return PyFloat_FromDouble((double)us / 1e6);
 }
@@ -103,7 +137,9 @@ rustgil_counters(PyObject *module, PyObject *Py_UNUSED(ignored))
     }
     if (set_u64(d, "acquisitions", c.acquisitions) < 0 || set_u64(d, "switches", c.switches) < 0 ||
         set_u64(d, "drop_requests", c.drop_requests) < 0 ||
-        set_u64(d, "forced_switches", c.forced_switches) < 0 || set_u64(d, "wait_ns", c.wait_ns) < 0) {
+        set_u64(d, "forced_switches", c.forced_switches) < 0 || set_u64(d, "wait_ns", c.wait_ns) < 0 ||
+        set_u64(d, "preemptions", c.preemptions) < 0 || set_u64(d, "lazy_releases", c.lazy_releases) < 0 ||
+        set_u64(d, "lazy_takeovers", c.lazy_takeovers) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -114,6 +150,8 @@ static PyMethodDef rustgil_methods[] = {
     {"policy", rustgil_policy, METH_NOARGS, "policy()\n--\n\nThe GIL policy of the current interpreter."},
     {"switch_interval", rustgil_switch_interval, METH_NOARGS,
      "switch_interval()\n--\n\nThe switch interval in seconds, as the library holds it."},
+    {"lazy_release", rustgil_lazy_release, METH_NOARGS,
+     "lazy_release()\n--\n\nThe lazy-release threshold in seconds (0.0: lazy release is off)."},
     {"counters", rustgil_counters, METH_NOARGS,
      "counters()\n--\n\nThe current interpreter's GIL counters: acquisitions, switches,\n"
      "drop_requests, forced_switches, wait_ns."},

@@ -27,7 +27,8 @@
  *   - gil->locked, gil->last_holder, gil->switch_number and gil->interval are
  *     kept up to date for readers of _Py_DebugOffsets (debuggers, py-spy);
  *     gil->locked keeps its -1 "not created" value;
- *   - the policy comes from PYTHONRUSTGIL (ignored under -E / -I, like
+ *   - the policy is the library preset named by PYTHONRUSTGIL (classic,
+ *     priority, lazy, priority-lazy; ignored under -E / -I, like
  *     PYTHONMALLOC); an unknown name is a fatal start-up error.
  */
 
@@ -83,8 +84,10 @@ rustgil_must_exit(void *tstate)
     return _PyThreadState_MustExit((PyThreadState *)tstate) != 0;
 }
 
-static gil_policy_t
-rustgil_policy_from_env(void)
+/* The library preset named by PYTHONRUSTGIL (RUSTGIL_DEFAULT_POLICY if
+   unset), into *config. An unknown name is a fatal start-up error. */
+static void
+rustgil_config_from_env(gil_config_t *config)
 {
     const char *name = NULL;
     if (_PyRuntime.preconfig.use_environment) {
@@ -93,20 +96,15 @@ rustgil_policy_from_env(void)
     if (name == NULL || name[0] == '\0') {
         name = RUSTGIL_DEFAULT_POLICY;
     }
-    gil_policy_t policy;
-    if (gil_policy_from_name(name, &policy) != GIL_OK) {
+    if (gil_config_preset(name, config) != GIL_OK) {
         char known[256] = "";
         size_t used = 0;
-        for (gil_policy_t p = 0; p < 64 && used < sizeof(known); p++) {
-            const char *n = gil_policy_name(p);
-            if (n != NULL) {
-                int k = snprintf(known + used, sizeof(known) - used, "%s%s", used ? ", " : "", n);
-                used += k > 0 ? (size_t)k : 0;
-            }
+        for (size_t i = 0; gil_preset_name(i) != NULL && used < sizeof(known); i++) {
+            int k = snprintf(known + used, sizeof(known) - used, "%s%s", i ? ", " : "", gil_preset_name(i));
+            used += k > 0 ? (size_t)k : 0;
         }
         _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: unknown GIL policy (known: %s)", name, known);
     }
-    return policy;
 }
 
 static void
@@ -130,8 +128,7 @@ static void
 create_gil(struct _gil_runtime_state *gil)
 {
     gil_config_t config;
-    RUSTGIL_CHECK(gil_config_init(&config));
-    config.policy = rustgil_policy_from_env();
+    rustgil_config_from_env(&config);
     config.switch_interval_us = gil->interval;
     config.on_drop_request = rustgil_on_drop_request;
     gil_t *lock = NULL;

@@ -37,6 +37,25 @@
 //! * A release wakes one waiter. The lock is not FIFO: a thread arriving
 //!   while it is free takes it, as in CPython.
 //!
+//! # Policies against the convoy effect
+//!
+//! The classic protocol makes an I/O thread that releases the lock around
+//! each system call wait a whole switch interval to get it back from a
+//! CPU-bound thread. Two options change that, alone or together
+//! ([`GilConfig::preset`] names the combinations: `classic`, `priority`,
+//! `lazy`, `priority-lazy`):
+//!
+//! * [`Policy::Priority`] (module `class`): a thread that was forced to drop
+//!   is CPU-class, one that released voluntarily is I/O-class; I/O-class
+//!   waiters go first and ask a CPU-class holder to drop at once; CPU against
+//!   CPU keeps the interval; a CPU-class waiter is served first after
+//!   [`STARVATION_INTERVALS`] intervals.
+//! * Lazy release ([`GilConfig::lazy_release_us`]): a voluntary release only
+//!   marks the holder as in a system call; coming back is one CAS; another
+//!   thread takes the lock over only if the call lasts longer than the
+//!   threshold. Calls that return at once (the common case) cost no switch
+//!   at all.
+//!
 //! # Mapping to CPython 3.13 (`Python/ceval_gil.c`)
 //!
 //! | CPython                                         | here                                                                 |

@@ -19,7 +19,8 @@ import unittest
 
 import _rustgil
 
-EXPECTED_POLICY = os.environ.get("RUSTGIL_EXPECTED_POLICY", "classic")
+# What PYTHONRUSTGIL asked for; unset, the build's default.
+EXPECTED_POLICY = os.environ.get("RUSTGIL_EXPECTED_POLICY", "priority")
 
 
 def spin(seconds):
@@ -74,6 +75,12 @@ class RustGilSmoke(unittest.TestCase):
     def run_python(self, code, **env):
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               env={**os.environ, **env}, timeout=60)
+
+    def test_default_policy_is_priority(self):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONRUSTGIL"}
+        r = subprocess.run([sys.executable, "-c", "import _rustgil; print(_rustgil.policy())"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "priority"), r.stderr)
 
     def test_environment_selects_the_policy(self):
         for name in ("classic", "priority", "lazy", "priority-lazy"):

@@ -41,7 +41,7 @@
 #include <stdlib.h>     // getenv()
 
 #define DEFAULT_INTERVAL GIL_DEFAULT_SWITCH_INTERVAL_US
-#define RUSTGIL_DEFAULT_POLICY "classic"
+#define RUSTGIL_DEFAULT_POLICY "priority"  /* chosen from docs/policies.md */
 
 /* Set by _Py_HandlePending just before it detaches to answer a drop
    request; consumed by the drop_gil that detach performs. */

@@ -279,7 +279,14 @@ fn lazy_release_with_a_pending_request_hands_over() {
 /// wake-ups those calls cause may not restart a waiter's interval.
 #[test]
 fn lazy_release_frequent_calls_are_still_asked_to_drop() {
-    let gil = Arc::new(Gil::new(GilConfig::new().lazy_release_us(Some(1_000_000)).switch_interval_us(2_000)).unwrap());
+    let gil = Arc::new(
+        Gil::new(
+            GilConfig::new()
+                .lazy_release_us(Some(1_000_000))
+                .switch_interval_us(2_000),
+        )
+        .unwrap(),
+    );
     let (busy, waiter) = (tok(1), tok(2));
     let got_it = Arc::new(AtomicBool::new(false));
     gil.acquire(busy).unwrap();

@@ -455,9 +455,9 @@ impl Gil {
     /// The internal mutex and condition variables may have been held or
     /// waited on by threads that do not exist in the child. They are not
     /// reset in place: new ones are allocated and the old ones kept, unused,
-    /// for the life of the process (about a hundred bytes per fork), so no
-    /// waiter queue keyed by their address (parking_lot's) can ever mention a
-    /// thread that died in the fork.
+    /// for the life of the process (a few hundred bytes per fork): a
+    /// pthread mutex locked by a thread that died in the fork can neither be
+    /// used nor even destroyed.
     pub fn reinit_after_fork(&self, token: Token) {
         let fresh = Box::into_raw(Box::new(Slow::new()));
         // The old `Slow` is deliberately kept forever, see above.

@@ -46,6 +46,8 @@ use crate::class::{self, ThreadClass};
 #[cfg(not(gil_loom))]
 use crate::config::STARVATION_INTERVALS;
 use crate::config::{check_lazy_threshold, check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US};
+use crate::events::{now_ns, Event, EventHook, EventKind, HookSlot};
+use crate::stats::{Histogram, Histograms};
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard};
 use crate::{GilConfig, GilError, Policy, Token};
 
@@ -57,6 +59,11 @@ const WAITERS: u64 = 2;
 const SYSCALL: u64 = 4;
 /// One lazy-release episode in the generation above the flags.
 const GEN_ONE: u64 = 8;
+
+/// `Hot::instr`: an event hook is installed.
+const INSTR_HOOK: u8 = 1;
+/// `Hot::instr`: histograms are on.
+const INSTR_HIST: u8 = 2;
 
 /// Why the holder lets go of the lock. Policies depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,6 +132,12 @@ struct Hot {
     /// The token of the latest lazy-release episode.
     syscall_owner: AtomicUsize,
     lazy_releases: AtomicU64,
+    /// `INSTR_*` bits: what observers asked for. The fast paths test it with
+    /// one relaxed load. (std's atomics even under loom: it is not part of
+    /// the protocol.)
+    instr: std::sync::atomic::AtomicU8,
+    /// With histograms on: when the holder took the lock (`now_ns`).
+    acquired_at: std::sync::atomic::AtomicU64,
 }
 
 /// Waiting-room bookkeeping, only touched under `Slow::mutex`.
@@ -224,6 +237,9 @@ pub struct Gil {
     on_drop_request: Option<DropRequestCallback>,
     /// Always a valid `Box<Slow>` from `Box::into_raw`; freed only in `Drop`.
     slow: AtomicPtr<Slow>,
+    hook: HookSlot,
+    wait_hist: Histogram,
+    hold_hist: Histogram,
 }
 
 impl Gil {
@@ -245,6 +261,8 @@ impl Gil {
                 holder_class: AtomicU8::new(ThreadClass::Io as u8),
                 syscall_owner: AtomicUsize::new(0),
                 lazy_releases: AtomicU64::new(0),
+                instr: std::sync::atomic::AtomicU8::new(0),
+                acquired_at: std::sync::atomic::AtomicU64::new(0),
             }),
             drop_request: CachePadded::new(AtomicBool::new(false)),
             interval_us: AtomicU64::new(interval),
@@ -257,6 +275,9 @@ impl Gil {
             lazy_release: lazy.map(Duration::from_micros),
             on_drop_request: config.on_drop_request,
             slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
+            hook: HookSlot::new(),
+            wait_hist: Histogram::new(),
+            hold_hist: Histogram::new(),
         })
     }
 
@@ -332,6 +353,10 @@ impl Gil {
     pub fn release(&self, token: Token, reason: ReleaseReason) -> Result<(), GilError> {
         if self.hot.owner.load(Relaxed) != token.get() {
             return Err(GilError::NotHolder);
+        }
+        let instr = self.hot.instr.load(Relaxed);
+        if instr != 0 {
+            self.observe_release(instr, token, reason);
         }
         if self.policy == Policy::Priority {
             class::remember(self.id(), token.get(), ThreadClass::after(reason));
@@ -442,6 +467,58 @@ impl Gil {
         }
     }
 
+    /// Installs `hook` (or, with `None`, removes the current one). Returns
+    /// once no thread is still running the hook it replaced, so whatever that
+    /// hook used may be freed. Must not be called from inside a hook. See
+    /// [`events`](crate::events) for where hooks run.
+    pub fn set_event_hook(&self, hook: Option<EventHook>) {
+        let on = hook.is_some();
+        // Flag first when installing (an emitter that sees the flag but not
+        // yet the hook just finds the slot empty), slot first when removing.
+        if on {
+            self.hot.instr.fetch_or(INSTR_HOOK, Relaxed);
+        }
+        self.hook.set(hook);
+        if !on {
+            self.hot.instr.fetch_and(!INSTR_HOOK, Relaxed);
+        }
+    }
+
+    /// Whether an event hook is installed.
+    pub fn has_event_hook(&self) -> bool {
+        self.hook.is_set()
+    }
+
+    /// Turns the wait-time and hold-time histograms on or off. Turning them
+    /// on does not clear what was recorded before; see
+    /// [`reset_histograms`](Self::reset_histograms).
+    pub fn set_histograms(&self, on: bool) {
+        if on {
+            self.hot.instr.fetch_or(INSTR_HIST, Relaxed);
+        } else {
+            self.hot.instr.fetch_and(!INSTR_HIST, Relaxed);
+        }
+    }
+
+    /// Whether the histograms are on.
+    pub fn histograms_enabled(&self) -> bool {
+        self.hot.instr.load(Relaxed) & INSTR_HIST != 0
+    }
+
+    /// A snapshot of the histograms (all zero unless they were turned on).
+    pub fn histograms(&self) -> Histograms {
+        Histograms {
+            wait: self.wait_hist.snapshot(),
+            hold: self.hold_hist.snapshot(),
+        }
+    }
+
+    /// Empties both histograms.
+    pub fn reset_histograms(&self) {
+        self.wait_hist.reset();
+        self.hold_hist.reset();
+    }
+
     /// In a child process after `fork()`: makes this a freshly initialised
     /// lock held by `token` (the forking thread); every other thread is
     /// forgotten, counters restart (at one acquisition and one switch, as
@@ -479,6 +556,8 @@ impl Gil {
         self.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
         self.hot.switch_number.store(1, Relaxed);
         self.hot.acquisitions.store(1, Relaxed);
+        self.hot.acquired_at.store(0, Relaxed);
+        self.reset_histograms();
         self.hot.state.store(LOCKED, Release);
     }
 
@@ -566,6 +645,7 @@ impl Gil {
             self.hot.owner.store(token.get(), Relaxed);
             self.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
             bump(&self.hot.acquisitions, 1);
+            self.observe_acquire(token);
             return true;
         }
         if self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
@@ -603,6 +683,53 @@ impl Gil {
             bump(&hot.switch_number, 1);
         }
         bump(&hot.acquisitions, 1);
+        self.observe_acquire(token);
+    }
+
+    /// Observers' share of an acquisition: one relaxed load unless a hook
+    /// or histograms are on.
+    #[inline]
+    fn observe_acquire(&self, token: Token) {
+        let instr = self.hot.instr.load(Relaxed);
+        if instr != 0 {
+            self.observe_acquire_slow(instr, token);
+        }
+    }
+
+    #[cold]
+    fn observe_acquire_slow(&self, instr: u8, token: Token) {
+        let now = now_ns();
+        if instr & INSTR_HIST != 0 {
+            self.hot.acquired_at.store(now, Relaxed);
+        }
+        if instr & INSTR_HOOK != 0 {
+            self.hook.emit(|| Event {
+                kind: EventKind::Acquired,
+                token,
+                other: None,
+                time_ns: now,
+            });
+        }
+    }
+
+    #[cold]
+    fn observe_release(&self, instr: u8, token: Token, reason: ReleaseReason) {
+        let now = now_ns();
+        if instr & INSTR_HIST != 0 {
+            // 0: histograms were turned on during this hold.
+            let since = self.hot.acquired_at.swap(0, Relaxed);
+            if since != 0 {
+                self.hold_hist.record(now.saturating_sub(since));
+            }
+        }
+        if instr & INSTR_HOOK != 0 {
+            self.hook.emit(|| Event {
+                kind: EventKind::Released(reason),
+                token,
+                other: None,
+                time_ns: now,
+            });
+        }
     }
 
     /// Sets LOCKED if it is clear; `true` if this call set it.
@@ -712,6 +839,9 @@ impl Gil {
         // Acquire: pairs with the previous releaser's Release, so `owner`
         // reads below see its clearing store, hence 0 or the current holder.
         self.hot.state.fetch_or(WAITERS, Acquire);
+        if self.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+            self.hook.emit(|| Event::now(EventKind::WaitStart, token, None));
+        }
         let mut starving = false;
         // The lazy-release episode being timed: (generation, first seen).
         let mut episode: Option<(u64, Stamp)> = None;
@@ -757,6 +887,12 @@ impl Gil {
                         .is_ok()
                 {
                     bump(&self.lazy_takeovers, 1);
+                    if self.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+                        if let Some(from) = Token::new(self.hot.syscall_owner.load(Relaxed)) {
+                            self.hook
+                                .emit(|| Event::now(EventKind::LazyTakeover, from, Some(token)));
+                        }
+                    }
                     break Ok(());
                 }
                 self.timed_wait(slow.cond(class), &mut room, threshold)
@@ -777,7 +913,7 @@ impl Gil {
                     if !starving {
                         bump(&self.preemptions, 1);
                     }
-                    if let Err(panic) = self.request_drop() {
+                    if let Err(panic) = self.request_drop(Some(token)) {
                         self.leave_wait_room(slow, &mut room, class, starving);
                         drop(room);
                         std::panic::resume_unwind(panic);
@@ -834,7 +970,7 @@ impl Gil {
                 && now & LOCKED != 0
                 && now & SYSCALL == 0
             {
-                if let Err(panic) = self.request_drop() {
+                if let Err(panic) = self.request_drop(Some(token)) {
                     self.leave_wait_room(slow, &mut room, class, starving);
                     drop(room);
                     std::panic::resume_unwind(panic);
@@ -847,7 +983,11 @@ impl Gil {
             self.hot.state.fetch_and(!WAITERS, Relaxed);
         }
         self.took_over_under_mutex(token, class, slow, &room);
-        bump(&self.wait_ns, saturating_nanos(started.elapsed()));
+        let waited = saturating_nanos(started.elapsed());
+        bump(&self.wait_ns, waited);
+        if self.hot.instr.load(Relaxed) & INSTR_HIST != 0 {
+            self.wait_hist.record(waited);
+        }
         Ok(())
     }
 
@@ -900,8 +1040,9 @@ impl Gil {
     /// Raises the drop request on the current holder. Called under the
     /// mutex with WAITERS set, so the holder cannot finish releasing (that
     /// needs the mutex) while the callback runs.
-    fn request_drop(&self) -> Result<(), Box<dyn Any + Send>> {
-        if !self.drop_request.swap(true, Relaxed) {
+    fn request_drop(&self, by: Option<Token>) -> Result<(), Box<dyn Any + Send>> {
+        let fresh = !self.drop_request.swap(true, Relaxed);
+        if fresh {
             bump(&self.drop_requests, 1);
         }
         // 0 only in the instant between a fast-path CAS and its `owner`
@@ -909,6 +1050,9 @@ impl Gil {
         let Some(holder) = Token::new(self.hot.owner.load(Relaxed)) else {
             return Ok(());
         };
+        if fresh && self.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+            self.hook.emit(|| Event::now(EventKind::DropRequested, holder, by));
+        }
         match &self.on_drop_request {
             Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(holder))),
             None => Ok(()),
@@ -939,6 +1083,10 @@ impl Gil {
         room.switch_waiters -= 1;
         if self.hot.last_holder.load(Relaxed) != token.get() {
             bump(&self.forced_switches, 1);
+            if self.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+                let to = Token::new(self.hot.last_holder.load(Relaxed));
+                self.hook.emit(|| Event::now(EventKind::ForcedSwitch, token, to));
+            }
         }
     }
 }

@@ -95,7 +95,9 @@
 mod class;
 mod config;
 mod error;
+pub mod events;
 mod gil;
+mod stats;
 mod sync;
 mod token;
 
@@ -104,7 +106,9 @@ pub use config::{
     MAX_SWITCH_INTERVAL_US, PRESETS, STARVATION_INTERVALS,
 };
 pub use error::GilError;
+pub use events::{now_ns, Event, EventHook, EventKind};
 pub use gil::{Counters, Gil, ReleaseReason};
+pub use stats::{HistogramSnapshot, Histograms, HISTOGRAM_BUCKETS};
 pub use token::Token;
 
 /// This crate's version, from `Cargo.toml`.

@@ -103,7 +103,11 @@ impl Condvar {
         // - `raw` is at its final address, and initialised exactly once.
         unsafe {
             let mut attr: libc::pthread_condattr_t = std::mem::zeroed();
-            assert_eq!(libc::pthread_condattr_init(&mut attr), 0, "pthread_condattr_init failed");
+            assert_eq!(
+                libc::pthread_condattr_init(&mut attr),
+                0,
+                "pthread_condattr_init failed"
+            );
             assert_eq!(
                 libc::pthread_condattr_setclock(&mut attr, libc::CLOCK_MONOTONIC),
                 0,
@@ -162,5 +166,8 @@ fn deadline_after(timeout: Duration) -> libc::timespec {
         nsec -= 1_000_000_000;
         sec = sec.saturating_add(1);
     }
-    libc::timespec { tv_sec: sec, tv_nsec: nsec }
+    libc::timespec {
+        tv_sec: sec,
+        tv_nsec: nsec,
+    }
 }

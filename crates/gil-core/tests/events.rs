@@ -1,0 +1,172 @@
+//! Event hooks and histograms with real threads.
+#![cfg(not(gil_loom))]
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use gil_core::{Event, EventKind, Gil, GilConfig, ReleaseReason, Token};
+
+fn tok(n: usize) -> Token {
+    Token::new(n).expect("non-zero")
+}
+
+fn recorder(gil: &Gil) -> Arc<Mutex<Vec<Event>>> {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    gil.set_event_hook(Some(Arc::new(move |e: &Event| sink.lock().unwrap().push(*e))));
+    events
+}
+
+/// Two CPU-bound threads that poll the drop request, for `rounds` forced
+/// switches each.
+fn contend(gil: &Arc<Gil>, rounds: usize) {
+    let start = Arc::new(Barrier::new(2));
+    let workers: Vec<_> = [1, 2]
+        .into_iter()
+        .map(|n| {
+            let (gil, start) = (gil.clone(), start.clone());
+            thread::spawn(move || {
+                let me = tok(n);
+                start.wait();
+                gil.acquire(me).unwrap();
+                let mut switches = 0;
+                while switches < rounds {
+                    if gil.handle_drop_request(me).unwrap() {
+                        switches += 1;
+                    }
+                    std::hint::spin_loop();
+                }
+                gil.release(me, ReleaseReason::Final).unwrap();
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+}
+
+#[test]
+fn events_alternate_and_match_the_counters() {
+    let gil = Arc::new(Gil::new(GilConfig::new().switch_interval_us(200)).unwrap());
+    let events = recorder(&gil);
+    contend(&gil, 5);
+    gil.set_event_hook(None);
+    let events = events.lock().unwrap().clone();
+    let c = gil.counters();
+
+    // Released is reported before the lock word is let go, Acquired after
+    // it is won: in the order hooks ran, holders strictly alternate.
+    let mut holder: Option<Token> = None;
+    for e in &events {
+        match e.kind {
+            EventKind::Acquired => {
+                assert_eq!(holder, None, "{:?} acquired while {holder:?} held", e.token);
+                holder = Some(e.token);
+            }
+            EventKind::Released(_) => {
+                assert_eq!(holder, Some(e.token), "release by a non-holder");
+                holder = None;
+            }
+            EventKind::DropRequested => {
+                assert!(e.other.is_some_and(|w| w != e.token), "a request names its waiter");
+            }
+            EventKind::ForcedSwitch => {
+                assert_ne!(e.other, Some(e.token), "a switch is to another thread");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(holder, None);
+    let count = |k: EventKind| events.iter().filter(|e| e.kind == k).count() as u64;
+    assert_eq!(count(EventKind::Acquired), c.acquisitions);
+    assert_eq!(count(EventKind::DropRequested), c.drop_requests);
+    assert_eq!(count(EventKind::ForcedSwitch), c.forced_switches);
+    assert!(c.forced_switches >= 10, "each worker was switched away 5 times");
+    let waits = count(EventKind::WaitStart);
+    assert!(waits >= 10, "every switch follows a wait ({waits})");
+    assert!(events.windows(2).all(|w| w[0].time_ns <= w[1].time_ns + 1_000_000));
+}
+
+#[test]
+fn no_events_once_the_hook_is_removed() {
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    let events = recorder(&gil);
+    gil.acquire(tok(1)).unwrap();
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    assert_eq!(events.lock().unwrap().len(), 2);
+    gil.set_event_hook(None);
+    assert!(!gil.has_event_hook());
+    gil.acquire(tok(1)).unwrap();
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    assert_eq!(events.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn replacing_a_hook_waits_for_its_running_calls() {
+    // A hook that is slow to finish: set_event_hook(None) must not return
+    // while it runs.
+    let gil = Arc::new(Gil::new(GilConfig::new()).unwrap());
+    let inside = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (i, c) = (inside.clone(), calls.clone());
+    gil.set_event_hook(Some(Arc::new(move |_: &Event| {
+        i.store(true, SeqCst);
+        thread::sleep(Duration::from_millis(50));
+        c.fetch_add(1, SeqCst);
+        i.store(false, SeqCst);
+    })));
+    let emitter = {
+        let gil = gil.clone();
+        thread::spawn(move || gil.acquire(tok(1)).unwrap())
+    };
+    while !inside.load(SeqCst) {
+        thread::yield_now();
+    }
+    gil.set_event_hook(None);
+    assert!(!inside.load(SeqCst), "set_event_hook returned while the old hook ran");
+    assert_eq!(calls.load(SeqCst), 1);
+    emitter.join().unwrap();
+}
+
+#[test]
+fn a_panicking_hook_does_not_break_the_lock() {
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    gil.set_event_hook(Some(Arc::new(|_: &Event| panic!("hook bug"))));
+    gil.acquire(tok(1)).unwrap();
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    assert!(gil.is_idle());
+    assert_eq!(gil.counters().acquisitions, 1);
+}
+
+#[test]
+fn histograms_count_waits_and_holds_only_while_on() {
+    let gil = Arc::new(Gil::new(GilConfig::new().switch_interval_us(200)).unwrap());
+    gil.acquire(tok(1)).unwrap();
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    assert_eq!(gil.histograms().hold.count(), 0, "off by default");
+
+    gil.set_histograms(true);
+    assert!(gil.histograms_enabled());
+    gil.acquire(tok(1)).unwrap();
+    thread::sleep(Duration::from_millis(2));
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    let h = gil.histograms();
+    assert_eq!(h.hold.count(), 1);
+    assert!(h.hold.quantile(1.0).unwrap() >= Duration::from_millis(2));
+    assert_eq!(h.wait.count(), 0, "an uncontended acquire does not wait");
+
+    let before = gil.counters().acquisitions;
+    contend(&gil, 3);
+    let h = gil.histograms();
+    let c = gil.counters();
+    assert_eq!(h.hold.count() - 1, c.acquisitions - before, "one hold per acquisition");
+    assert!(h.wait.count() >= 6, "every switch followed a wait");
+
+    gil.reset_histograms();
+    gil.set_histograms(false);
+    gil.acquire(tok(1)).unwrap();
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    assert_eq!(gil.histograms().hold.count(), 0);
+}

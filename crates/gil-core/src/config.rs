@@ -112,7 +112,15 @@ pub const DEFAULT_LAZY_RELEASE_US: u64 = 50;
 
 /// Named configurations for hosts that pick one by name (CPython's
 /// `PYTHONRUSTGIL`, the C ABI's `gil_config_preset`), in a stable order.
-pub const PRESETS: &[&str] = &["classic", "priority", "lazy", "priority-lazy"];
+pub const PRESETS: &[&str] = &[
+    "classic",
+    "priority",
+    "lazy",
+    "priority-lazy",
+    "monitor",
+    "priority-monitor",
+    "priority-lazy-monitor",
+];
 
 /// Everything a [`Gil`](crate::Gil) is built from.
 ///
@@ -127,6 +135,7 @@ pub struct GilConfig {
     pub(crate) switch_interval_us: Option<u64>,
     pub(crate) policy: Policy,
     pub(crate) lazy_release_us: Option<u64>,
+    pub(crate) monitor: bool,
     pub(crate) on_drop_request: Option<DropRequestCallback>,
 }
 
@@ -139,8 +148,11 @@ impl GilConfig {
 
     /// A named configuration (see [`PRESETS`]):
     /// `classic` (CPython's GIL), `priority` ([`Policy::Priority`]),
-    /// `lazy` (classic + lazy release), `priority-lazy` (both). The lazy
-    /// ones use [`DEFAULT_LAZY_RELEASE_US`].
+    /// `lazy` (classic + lazy release), `priority-lazy` (both), and with
+    /// `-monitor` the same timed by the monitor thread
+    /// ([`monitor`](Self::monitor)): `monitor` (classic timing, FIFO
+    /// waiters), `priority-monitor`, `priority-lazy-monitor`. The lazy ones
+    /// use [`DEFAULT_LAZY_RELEASE_US`].
     ///
     /// # Errors
     /// [`UnknownPolicy`] for any other name.
@@ -153,6 +165,12 @@ impl GilConfig {
             "priority-lazy" => c
                 .policy(Policy::Priority)
                 .lazy_release_us(Some(DEFAULT_LAZY_RELEASE_US)),
+            "monitor" => c.monitor(true),
+            "priority-monitor" => c.policy(Policy::Priority).monitor(true),
+            "priority-lazy-monitor" => c
+                .policy(Policy::Priority)
+                .lazy_release_us(Some(DEFAULT_LAZY_RELEASE_US))
+                .monitor(true),
             _ => return Err(UnknownPolicy(name.to_owned())),
         })
     }
@@ -182,6 +200,20 @@ impl GilConfig {
         self
     }
 
+    /// Timing by the monitor thread (after the 2010 GIL-monitor proposal):
+    /// waiters block without a timeout and are served first come, first
+    /// served (within a class, under [`Policy::Priority`]); one thread per
+    /// process keeps the time for every lock that has waiters: it asks a
+    /// holder to drop after a switch interval without a switch, marks
+    /// starving CPU-class waiters, and takes over lazily released system
+    /// calls that outlast the threshold. It is started on the first wait and
+    /// sleeps without a timeout while no lock has a waiter. Default: off
+    /// (every waiter times its own wait, as in CPython).
+    pub fn monitor(mut self, on: bool) -> Self {
+        self.monitor = on;
+        self
+    }
+
     /// The host's drop-request callback; see [`DropRequestCallback`].
     pub fn on_drop_request(mut self, callback: impl Fn(Token) + Send + Sync + 'static) -> Self {
         self.on_drop_request = Some(Arc::new(callback));
@@ -198,6 +230,7 @@ impl fmt::Debug for GilConfig {
             )
             .field("policy", &self.policy)
             .field("lazy_release_us", &self.lazy_release_us)
+            .field("monitor", &self.monitor)
             .field("on_drop_request", &self.on_drop_request.is_some())
             .finish()
     }

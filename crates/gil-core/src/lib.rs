@@ -107,7 +107,7 @@ pub use config::{
 };
 pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind};
-pub use gil::{Counters, Gil, ReleaseReason};
+pub use gil::{monitor_wakeups, Counters, Gil, ReleaseReason};
 pub use stats::{HistogramSnapshot, Histograms, HISTOGRAM_BUCKETS};
 pub use token::Token;
 

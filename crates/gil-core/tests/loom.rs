@@ -415,3 +415,213 @@ fn priority_io_waiter_preempts_a_cpu_holder_without_a_timeout() {
         assert_eq!(gil.counters().preemptions, 1);
     });
 }
+
+// ---- the monitor ---------------------------------------------------------
+//
+// Under loom a monitored lock has no monitor thread: the clock thread's
+// `loom_tick` takes the monitor's look, with exactly the code the thread
+// runs (`monitor_pass_locked`).
+
+fn monitored() -> GilConfig {
+    GilConfig::new().monitor(true)
+}
+
+#[test]
+fn monitor_serves_waiters_first_come_first_served() {
+    // H holds; W1 queues (or finds the lock free); only then W2 starts to
+    // ask. Whatever the interleaving, W1 gets the lock before W2.
+    loom::model(|| {
+        let gil = Arc::new(Gil::new(monitored()).unwrap());
+        let queued = std::sync::Arc::new(AtomicUsize::new(0));
+        let q = queued.clone();
+        // W1 has queued, or has the lock already.
+        gil.set_event_hook(Some(std::sync::Arc::new(move |e: &gil_core::Event| {
+            let first = matches!(e.kind, gil_core::EventKind::WaitStart | gil_core::EventKind::Acquired);
+            if first && e.token == tok(2) {
+                q.fetch_add(1, SeqCst);
+            }
+        })));
+        let order = std::sync::Arc::new(StdMutex::new(Vec::new()));
+        gil.acquire(tok(1)).unwrap();
+        let spawn = |n: usize, after_queued: usize| {
+            let (gil, order, queued) = (gil.clone(), order.clone(), queued.clone());
+            thread::spawn(move || {
+                while queued.load(SeqCst) < after_queued {
+                    thread::yield_now();
+                }
+                gil.acquire(tok(n)).unwrap();
+                order.lock().unwrap().push(n);
+                gil.release(tok(n), ReleaseReason::Final).unwrap();
+            })
+        };
+        let w1 = spawn(2, 0);
+        let w2 = spawn(3, 1);
+        // H lets go at any point; W1 may even take it without queueing.
+        thread::yield_now();
+        gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+        w1.join().unwrap();
+        w2.join().unwrap();
+        assert_eq!(*order.lock().unwrap(), vec![2, 3], "W2 overtook W1");
+        gil.set_event_hook(None);
+        assert!(gil.is_idle());
+    });
+}
+
+#[test]
+fn monitor_look_vs_release() {
+    // H holds, looks at the flag twice, then lets go: forced if asked,
+    // voluntary otherwise. W waits; the clock (the monitor) ticks once, at
+    // any point. The monitor's request may only ever name a holder that
+    // holds; a forced release returns only after the switch; nobody is left
+    // waiting.
+    let forced = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = forced.clone();
+    loom::model(move || {
+        let phases = std::sync::Arc::new(Phases::default());
+        let p = phases.clone();
+        let config = monitored().on_drop_request(move |holder| {
+            assert!(p.active(holder), "monitor asked {holder:?}, which is not in the lock");
+        });
+        let gil = Arc::new(Gil::new(config).unwrap());
+        let (h, w) = (tok(1), tok(2));
+        acquire(&gil, &phases, h);
+        let clock = spawn_clock(&gil);
+        let waiter = {
+            let (gil, phases) = (gil.clone(), phases.clone());
+            thread::spawn(move || {
+                acquire(&gil, &phases, w);
+                release(&gil, &phases, w, ReleaseReason::Voluntary);
+            })
+        };
+        let mut asked = false;
+        for _ in 0..2 {
+            if gil.drop_requested() {
+                asked = true;
+                break;
+            }
+            thread::yield_now();
+        }
+        if asked {
+            gil.release(h, ReleaseReason::Forced).unwrap();
+            assert_eq!(gil.last_holder(), Some(w), "forced release returned before the switch");
+            seen.fetch_add(1, SeqCst);
+        } else {
+            gil.release(h, ReleaseReason::Voluntary).unwrap();
+        }
+        phases.leave(h);
+        clock.join().unwrap();
+        waiter.join().unwrap();
+        assert!(!gil.is_locked());
+    });
+    assert!(forced.load(SeqCst) > 0, "the monitor never asked for a drop");
+}
+
+#[test]
+fn monitor_takeover_vs_reclaim_exactly_one_wins() {
+    // As `lazy_takeover_vs_reclaim_exactly_one_wins`, with the monitor
+    // timing the call: it sees the episode at one look and takes it over at
+    // a later one, so the clock ticks twice.
+    let takeovers = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = takeovers.clone();
+    loom::model(move || {
+        let gil = Arc::new(Gil::new(monitored().lazy_release_us(Some(50))).unwrap());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let (t, w) = (tok(1), tok(2));
+        gil.acquire(t).unwrap();
+        gil.release(t, ReleaseReason::Voluntary).unwrap();
+        let clock = {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                gil.loom_tick(|| ());
+                gil.loom_tick(|| ());
+            })
+        };
+        let waiter = {
+            let (gil, data) = (gil.clone(), data.clone());
+            thread::spawn(move || {
+                gil.acquire(w).unwrap();
+                // SAFETY: only touched while holding the GIL, which loom checks.
+                data.with_mut(|v| unsafe { *v += 1 });
+                gil.release(w, ReleaseReason::Final).unwrap();
+            })
+        };
+        gil.acquire(t).unwrap();
+        // SAFETY: as above.
+        data.with_mut(|v| unsafe { *v += 1 });
+        gil.release(t, ReleaseReason::Final).unwrap();
+        clock.join().unwrap();
+        waiter.join().unwrap();
+        // SAFETY: all threads joined.
+        assert_eq!(data.with(|v| unsafe { *v }), 2);
+        let c = gil.counters();
+        assert!(c.lazy_takeovers <= 1);
+        seen.fetch_add(c.lazy_takeovers as usize, SeqCst);
+        assert!(!gil.is_locked());
+    });
+    assert!(takeovers.load(SeqCst) > 0, "the monitor never took a call over");
+}
+
+#[test]
+fn monitor_starving_cpu_waiter_goes_next() {
+    // Priority policy. C makes itself CPU-class (a forced release), then
+    // waits behind H (I/O-class); I, another I/O-class thread, arrives at
+    // any point. Under loom one tick is the starvation bound. If the
+    // monitor's look marks C starving, the very next acquisition is C's,
+    // whoever else waits.
+    let promoted = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = promoted.clone();
+    loom::model(move || {
+        let gil = Arc::new(Gil::new(monitored().policy(gil_core::Policy::Priority)).unwrap());
+        let ready = std::sync::Arc::new(AtomicBool::new(false));
+        // Acquisitions counted when C was promoted (usize::MAX: never).
+        let at_promotion = std::sync::Arc::new(AtomicUsize::new(usize::MAX));
+        let cpu = {
+            let (gil, ready) = (gil.clone(), ready.clone());
+            thread::spawn(move || {
+                let c = tok(2);
+                gil.acquire(c).unwrap();
+                gil.release(c, ReleaseReason::Forced).unwrap(); // alone: returns at once
+                ready.store(true, SeqCst);
+                gil.acquire(c).unwrap();
+                let mine = gil.counters().acquisitions as usize;
+                gil.release(c, ReleaseReason::Final).unwrap();
+                mine
+            })
+        };
+        while !ready.load(SeqCst) {
+            thread::yield_now();
+        }
+        gil.acquire(tok(1)).unwrap();
+        let io = {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                gil.acquire(tok(3)).unwrap();
+                gil.release(tok(3), ReleaseReason::Final).unwrap();
+            })
+        };
+        let clock = {
+            let (gil, at) = (gil.clone(), at_promotion.clone());
+            let g = gil.clone();
+            thread::spawn(move || {
+                gil.loom_tick(|| {
+                    let c = g.counters();
+                    if c.starvation_promotions == 1 && at.load(SeqCst) == usize::MAX {
+                        at.store(c.acquisitions as usize, SeqCst);
+                    }
+                })
+            })
+        };
+        thread::yield_now();
+        gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+        let c_index = cpu.join().unwrap();
+        io.join().unwrap();
+        clock.join().unwrap();
+        let at = at_promotion.load(SeqCst);
+        if at != usize::MAX {
+            assert_eq!(c_index, at + 1, "someone overtook the starving CPU-class waiter");
+            seen.fetch_add(1, SeqCst);
+        }
+        assert!(gil.is_idle());
+    });
+    assert!(promoted.load(SeqCst) > 0, "no execution reached the starvation bound");
+}

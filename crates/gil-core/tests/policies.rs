@@ -75,6 +75,18 @@ fn presets_are_what_they_say() {
     assert_eq!(g("priority").policy(), Policy::Priority);
     assert_eq!(g("lazy").lazy_release_us(), Some(gil_core::DEFAULT_LAZY_RELEASE_US));
     assert_eq!(g("priority-lazy").policy(), Policy::Priority);
+    assert!(!g("priority-lazy").uses_monitor());
+    assert!(g("monitor").uses_monitor());
+    assert_eq!(g("monitor").policy(), Policy::Classic);
+    assert_eq!(
+        (g("priority-monitor").policy(), g("priority-monitor").uses_monitor()),
+        (Policy::Priority, true)
+    );
+    let plm = g("priority-lazy-monitor");
+    assert_eq!(
+        (plm.policy(), plm.lazy_release_us(), plm.uses_monitor()),
+        (Policy::Priority, Some(gil_core::DEFAULT_LAZY_RELEASE_US), true)
+    );
     assert!(GilConfig::preset("fifo-please").is_err());
     assert_eq!(
         Gil::new(GilConfig::new().lazy_release_us(Some(u64::MAX))).err(),
@@ -84,10 +96,17 @@ fn presets_are_what_they_say() {
 
 /// With a 60 s interval, a classic waiter would wait a minute before asking;
 /// an I/O-class waiter under the priority policy asks a CPU-class holder at
-/// once, so this finishes (and counts one preemption).
+/// once, so this finishes (and counts one preemption), with or without the
+/// monitor.
 #[test]
 fn priority_io_waiter_preempts_a_cpu_holder_at_once() {
-    let gil = Arc::new(Gil::new(GilConfig::new().policy(Policy::Priority).switch_interval_us(60_000_000)).unwrap());
+    for preset in ["priority", "priority-monitor"] {
+        priority_preempts(GilConfig::preset(preset).unwrap());
+    }
+}
+
+fn priority_preempts(config: GilConfig) {
+    let gil = Arc::new(Gil::new(config.switch_interval_us(60_000_000)).unwrap());
     let (cpu, io) = (tok(1), tok(2));
     gil.acquire(cpu).unwrap();
     gil.release(cpu, ReleaseReason::Forced).unwrap();
@@ -137,15 +156,14 @@ fn classic_does_not_preempt() {
 /// the bound: a fairness property, not a speed claim.
 #[test]
 fn priority_cpu_waiter_is_not_starved_by_io_threads() {
+    for preset in ["priority", "priority-monitor"] {
+        cpu_waiter_not_starved(preset);
+    }
+}
+
+fn cpu_waiter_not_starved(preset: &str) {
     const INTERVAL_US: u64 = 1_000;
-    let gil = Arc::new(
-        Gil::new(
-            GilConfig::new()
-                .policy(Policy::Priority)
-                .switch_interval_us(INTERVAL_US),
-        )
-        .unwrap(),
-    );
+    let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(INTERVAL_US)).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let flood: Vec<_> = (0..3)
         .map(|i| {
@@ -186,7 +204,7 @@ fn priority_cpu_waiter_is_not_starved_by_io_threads() {
     }
     assert!(
         longest <= bound * 40,
-        "CPU-class waiter waited {longest:?} (bound {bound:?})"
+        "{preset}: CPU-class waiter waited {longest:?} (bound {bound:?})"
     );
 }
 

@@ -205,14 +205,14 @@ fn no_drop_request_without_a_waiter() {
     gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
 }
 
-/// Interval I = 100 ms. Waiters B and C start waiting at t=0 under A; A
+/// Interval I = 200 ms. Waiters B and C start waiting at t=0 under A; A
 /// lets go at 0.8 I and B (or C) takes over, holding 0.6 I. The waiters'
 /// first timeout (t = I) comes after that switch, so it must not raise a
 /// request; a lock that asked on every timeout would ask the new holder at
 /// t = I, only 0.2 I into its turn.
 #[test]
 fn a_switch_restarts_the_waiters_interval() {
-    const I_MS: u64 = 100;
+    const I_MS: u64 = 200;
     let requests = Arc::new(AtomicUsize::new(0));
     let gil = {
         let requests = requests.clone();

@@ -38,9 +38,14 @@
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
+
+mod monitor;
+
+pub use monitor::monitor_wakeups;
 
 use crate::class::{self, ThreadClass};
 #[cfg(not(gil_loom))]
@@ -110,6 +115,9 @@ pub struct Counters {
     /// Lazy release: system calls that outlasted the threshold while a
     /// thread waited, so that thread took the lock over.
     pub lazy_takeovers: u64,
+    /// Priority policy: CPU-class waiters that reached the starvation bound
+    /// and were served before I/O-class ones.
+    pub starvation_promotions: u64,
 }
 
 /// What a waiter checks when one switch interval has passed (see
@@ -151,6 +159,8 @@ struct WaitRoom {
     starving: usize,
     /// Forced releasers waiting for somebody to take over.
     switch_waiters: usize,
+    /// Monitored locks: the waiters' queue and the monitor's timing.
+    monitor: monitor::MonitorRoom,
     /// Under loom: how many times the model's clock has ticked.
     #[cfg(gil_loom)]
     ticks: u64,
@@ -222,6 +232,12 @@ fn retire(old: *mut Slow) {
 /// All methods take `&self`; share it between threads with `Arc` or a
 /// `static`. See the [crate docs](crate) for the protocol.
 pub struct Gil {
+    inner: Arc<Inner>,
+}
+
+/// Everything a lock is, shared by its [`Gil`] handle and, while it has
+/// waiters, the monitor thread.
+struct Inner {
     hot: CachePadded<Hot>,
     /// "Holder, please drop": raised by a waiter, polled by the holder.
     drop_request: CachePadded<AtomicBool>,
@@ -231,9 +247,12 @@ pub struct Gil {
     wait_ns: AtomicU64,
     preemptions: AtomicU64,
     lazy_takeovers: AtomicU64,
+    starvation_promotions: AtomicU64,
     policy: Policy,
     /// `Some(threshold)` when lazy release is on.
     lazy_release: Option<Duration>,
+    /// Timed by the monitor thread, waiters served in order (`monitor.rs`).
+    monitor: bool,
     on_drop_request: Option<DropRequestCallback>,
     /// Always a valid `Box<Slow>` from `Box::into_raw`; freed only in `Drop`.
     slow: AtomicPtr<Slow>,
@@ -252,32 +271,36 @@ impl Gil {
         let interval = check_switch_interval(config.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US))?;
         let lazy = check_lazy_threshold(config.lazy_release_us)?;
         Ok(Gil {
-            hot: CachePadded::new(Hot {
-                state: AtomicU64::new(0),
-                owner: AtomicUsize::new(0),
-                last_holder: AtomicUsize::new(0),
-                switch_number: AtomicU64::new(0),
-                acquisitions: AtomicU64::new(0),
-                holder_class: AtomicU8::new(ThreadClass::Io as u8),
-                syscall_owner: AtomicUsize::new(0),
-                lazy_releases: AtomicU64::new(0),
-                instr: std::sync::atomic::AtomicU8::new(0),
-                acquired_at: std::sync::atomic::AtomicU64::new(0),
+            inner: Arc::new(Inner {
+                hot: CachePadded::new(Hot {
+                    state: AtomicU64::new(0),
+                    owner: AtomicUsize::new(0),
+                    last_holder: AtomicUsize::new(0),
+                    switch_number: AtomicU64::new(0),
+                    acquisitions: AtomicU64::new(0),
+                    holder_class: AtomicU8::new(ThreadClass::Io as u8),
+                    syscall_owner: AtomicUsize::new(0),
+                    lazy_releases: AtomicU64::new(0),
+                    instr: std::sync::atomic::AtomicU8::new(0),
+                    acquired_at: std::sync::atomic::AtomicU64::new(0),
+                }),
+                drop_request: CachePadded::new(AtomicBool::new(false)),
+                interval_us: AtomicU64::new(interval),
+                drop_requests: AtomicU64::new(0),
+                forced_switches: AtomicU64::new(0),
+                wait_ns: AtomicU64::new(0),
+                preemptions: AtomicU64::new(0),
+                lazy_takeovers: AtomicU64::new(0),
+                starvation_promotions: AtomicU64::new(0),
+                policy: config.policy,
+                lazy_release: lazy.map(Duration::from_micros),
+                monitor: config.monitor,
+                on_drop_request: config.on_drop_request,
+                slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
+                hook: HookSlot::new(),
+                wait_hist: Histogram::new(),
+                hold_hist: Histogram::new(),
             }),
-            drop_request: CachePadded::new(AtomicBool::new(false)),
-            interval_us: AtomicU64::new(interval),
-            drop_requests: AtomicU64::new(0),
-            forced_switches: AtomicU64::new(0),
-            wait_ns: AtomicU64::new(0),
-            preemptions: AtomicU64::new(0),
-            lazy_takeovers: AtomicU64::new(0),
-            policy: config.policy,
-            lazy_release: lazy.map(Duration::from_micros),
-            on_drop_request: config.on_drop_request,
-            slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
-            hook: HookSlot::new(),
-            wait_hist: Histogram::new(),
-            hold_hist: Histogram::new(),
         })
     }
 
@@ -330,18 +353,23 @@ impl Gil {
         if self.try_fast(token) {
             return Ok(true);
         }
-        if self.hot.state.load(Relaxed) & LOCKED != 0 {
+        if self.inner.hot.state.load(Relaxed) & LOCKED != 0 {
             return Ok(false);
         }
         // Free, but waiters are being woken: take it under the mutex, like
         // they do, so they always see a consistent holder.
         let slow = self.slow();
-        let room = slow.mutex.lock();
+        let mut room = slow.mutex.lock();
         let class = self.class_of(token);
-        if !self.may_take(class, &room, false) || !self.try_lock_word() {
+        let may_take = if self.inner.monitor {
+            self.may_take_unqueued(class, &room)
+        } else {
+            self.may_take(class, &room, false)
+        };
+        if !may_take || !self.try_lock_word() {
             return Ok(false);
         }
-        self.took_over_under_mutex(token, class, slow, &room);
+        self.took_over_under_mutex(token, class, slow, &mut room);
         Ok(true)
     }
 
@@ -351,26 +379,32 @@ impl Gil {
     /// [`GilError::NotHolder`] if `token` does not hold the lock.
     #[inline]
     pub fn release(&self, token: Token, reason: ReleaseReason) -> Result<(), GilError> {
-        if self.hot.owner.load(Relaxed) != token.get() {
+        if self.inner.hot.owner.load(Relaxed) != token.get() {
             return Err(GilError::NotHolder);
         }
-        let instr = self.hot.instr.load(Relaxed);
+        let instr = self.inner.hot.instr.load(Relaxed);
         if instr != 0 {
             self.observe_release(instr, token, reason);
         }
-        if self.policy == Policy::Priority {
+        if self.inner.policy == Policy::Priority {
             class::remember(self.id(), token.get(), ThreadClass::after(reason));
         }
-        if reason == ReleaseReason::Voluntary && self.lazy_release.is_some() && self.release_lazily(token) {
+        if reason == ReleaseReason::Voluntary && self.inner.lazy_release.is_some() && self.release_lazily(token) {
             return Ok(());
         }
-        self.hot.owner.store(0, Relaxed);
+        self.inner.hot.owner.store(0, Relaxed);
         if reason == ReleaseReason::Final {
-            self.hot.last_holder.store(0, Relaxed);
+            self.inner.hot.last_holder.store(0, Relaxed);
         }
         // A pending drop request implies a waiter, hence WAITERS, hence the
         // slow path: the fast path never has a request to answer.
-        if self.hot.state.compare_exchange(LOCKED, 0, Release, Relaxed).is_ok() {
+        if self
+            .inner
+            .hot
+            .state
+            .compare_exchange(LOCKED, 0, Release, Relaxed)
+            .is_ok()
+        {
             return Ok(());
         }
         self.release_slow(token, reason);
@@ -381,7 +415,7 @@ impl Gil {
     /// relaxed load: cheap enough to poll in an interpreter loop.
     #[inline]
     pub fn drop_requested(&self) -> bool {
-        self.drop_request.load(Relaxed)
+        self.inner.drop_request.load(Relaxed)
     }
 
     /// For hosts that poll: if a drop has been requested, releases with
@@ -390,7 +424,7 @@ impl Gil {
     /// # Errors
     /// [`GilError::NotHolder`] if `token` does not hold the lock.
     pub fn handle_drop_request(&self, token: Token) -> Result<bool, GilError> {
-        if self.hot.owner.load(Relaxed) != token.get() {
+        if self.inner.hot.owner.load(Relaxed) != token.get() {
             return Err(GilError::NotHolder);
         }
         if !self.drop_requested() {
@@ -403,7 +437,7 @@ impl Gil {
 
     /// The switch interval in microseconds, as set (0 means 1 µs in effect).
     pub fn switch_interval_us(&self) -> u64 {
-        self.interval_us.load(Relaxed)
+        self.inner.interval_us.load(Relaxed)
     }
 
     /// Sets the switch interval; waiters use it from their next wait on.
@@ -414,56 +448,63 @@ impl Gil {
     /// [`MAX_SWITCH_INTERVAL_US`](crate::MAX_SWITCH_INTERVAL_US); the
     /// interval is then unchanged.
     pub fn set_switch_interval_us(&self, us: u64) -> Result<(), GilError> {
-        self.interval_us.store(check_switch_interval(us)?, Relaxed);
+        self.inner.interval_us.store(check_switch_interval(us)?, Relaxed);
         Ok(())
     }
 
     /// The scheduling policy this lock was built with.
     pub fn policy(&self) -> Policy {
-        self.policy
+        self.inner.policy
+    }
+
+    /// Whether the monitor thread keeps this lock's time
+    /// ([`GilConfig::monitor`]).
+    pub fn uses_monitor(&self) -> bool {
+        self.inner.monitor
     }
 
     /// The lazy-release threshold in microseconds, `None` if lazy release is off.
     pub fn lazy_release_us(&self) -> Option<u64> {
-        self.lazy_release.map(|d| d.as_micros() as u64)
+        self.inner.lazy_release.map(|d| d.as_micros() as u64)
     }
 
     /// Whether some token holds the lock, a lazily released one included
     /// (racy by nature; for observers).
     pub fn is_locked(&self) -> bool {
-        self.hot.state.load(Relaxed) & LOCKED != 0
+        self.inner.hot.state.load(Relaxed) & LOCKED != 0
     }
 
     /// The token holding the lock and running, if any: `None` while the
     /// lock is free or its holder is in a lazily released system call (racy
     /// by nature; for observers).
     pub fn holder(&self) -> Option<Token> {
-        Token::new(self.hot.owner.load(Relaxed))
+        Token::new(self.inner.hot.owner.load(Relaxed))
     }
 
     /// The token that took the lock most recently, even if it has released
     /// it since — unless that was a final release (CPython's `last_holder`).
     pub fn last_holder(&self) -> Option<Token> {
-        Token::new(self.hot.last_holder.load(Relaxed))
+        Token::new(self.inner.hot.last_holder.load(Relaxed))
     }
 
     /// How many times the lock has changed hands (CPython's `switch_number`).
     pub fn switch_number(&self) -> u64 {
-        self.hot.switch_number.load(Relaxed)
+        self.inner.hot.switch_number.load(Relaxed)
     }
 
     /// A snapshot of the counters. Each is read without the lock, so the
     /// snapshot is not atomic as a whole.
     pub fn counters(&self) -> Counters {
         Counters {
-            acquisitions: self.hot.acquisitions.load(Relaxed),
-            switches: self.hot.switch_number.load(Relaxed),
-            drop_requests: self.drop_requests.load(Relaxed),
-            forced_switches: self.forced_switches.load(Relaxed),
-            wait_time: Duration::from_nanos(self.wait_ns.load(Relaxed)),
-            preemptions: self.preemptions.load(Relaxed),
-            lazy_releases: self.hot.lazy_releases.load(Relaxed),
-            lazy_takeovers: self.lazy_takeovers.load(Relaxed),
+            acquisitions: self.inner.hot.acquisitions.load(Relaxed),
+            switches: self.inner.hot.switch_number.load(Relaxed),
+            drop_requests: self.inner.drop_requests.load(Relaxed),
+            forced_switches: self.inner.forced_switches.load(Relaxed),
+            wait_time: Duration::from_nanos(self.inner.wait_ns.load(Relaxed)),
+            preemptions: self.inner.preemptions.load(Relaxed),
+            lazy_releases: self.inner.hot.lazy_releases.load(Relaxed),
+            lazy_takeovers: self.inner.lazy_takeovers.load(Relaxed),
+            starvation_promotions: self.inner.starvation_promotions.load(Relaxed),
         }
     }
 
@@ -476,17 +517,17 @@ impl Gil {
         // Flag first when installing (an emitter that sees the flag but not
         // yet the hook just finds the slot empty), slot first when removing.
         if on {
-            self.hot.instr.fetch_or(INSTR_HOOK, Relaxed);
+            self.inner.hot.instr.fetch_or(INSTR_HOOK, Relaxed);
         }
-        self.hook.set(hook);
+        self.inner.hook.set(hook);
         if !on {
-            self.hot.instr.fetch_and(!INSTR_HOOK, Relaxed);
+            self.inner.hot.instr.fetch_and(!INSTR_HOOK, Relaxed);
         }
     }
 
     /// Whether an event hook is installed.
     pub fn has_event_hook(&self) -> bool {
-        self.hook.is_set()
+        self.inner.hook.is_set()
     }
 
     /// Turns the wait-time and hold-time histograms on or off. Turning them
@@ -494,29 +535,29 @@ impl Gil {
     /// [`reset_histograms`](Self::reset_histograms).
     pub fn set_histograms(&self, on: bool) {
         if on {
-            self.hot.instr.fetch_or(INSTR_HIST, Relaxed);
+            self.inner.hot.instr.fetch_or(INSTR_HIST, Relaxed);
         } else {
-            self.hot.instr.fetch_and(!INSTR_HIST, Relaxed);
+            self.inner.hot.instr.fetch_and(!INSTR_HIST, Relaxed);
         }
     }
 
     /// Whether the histograms are on.
     pub fn histograms_enabled(&self) -> bool {
-        self.hot.instr.load(Relaxed) & INSTR_HIST != 0
+        self.inner.hot.instr.load(Relaxed) & INSTR_HIST != 0
     }
 
     /// A snapshot of the histograms (all zero unless they were turned on).
     pub fn histograms(&self) -> Histograms {
         Histograms {
-            wait: self.wait_hist.snapshot(),
-            hold: self.hold_hist.snapshot(),
+            wait: self.inner.wait_hist.snapshot(),
+            hold: self.inner.hold_hist.snapshot(),
         }
     }
 
     /// Empties both histograms.
     pub fn reset_histograms(&self) {
-        self.wait_hist.reset();
-        self.hold_hist.reset();
+        self.inner.wait_hist.reset();
+        self.inner.hold_hist.reset();
     }
 
     /// In a child process after `fork()`: makes this a freshly initialised
@@ -538,33 +579,34 @@ impl Gil {
     pub fn reinit_after_fork(&self, token: Token) {
         let fresh = Box::into_raw(Box::new(Slow::new()));
         // The old `Slow` is deliberately kept forever, see above.
-        retire(self.slow.swap(fresh, AcqRel));
-        self.drop_request.store(false, Relaxed);
+        retire(self.inner.slow.swap(fresh, AcqRel));
+        self.inner.drop_request.store(false, Relaxed);
         for c in [
-            &self.drop_requests,
-            &self.forced_switches,
-            &self.wait_ns,
-            &self.preemptions,
-            &self.lazy_takeovers,
-            &self.hot.lazy_releases,
+            &self.inner.drop_requests,
+            &self.inner.forced_switches,
+            &self.inner.wait_ns,
+            &self.inner.preemptions,
+            &self.inner.lazy_takeovers,
+            &self.inner.starvation_promotions,
+            &self.inner.hot.lazy_releases,
         ] {
             c.store(0, Relaxed);
         }
-        self.hot.owner.store(token.get(), Relaxed);
-        self.hot.last_holder.store(token.get(), Relaxed);
-        self.hot.syscall_owner.store(0, Relaxed);
-        self.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
-        self.hot.switch_number.store(1, Relaxed);
-        self.hot.acquisitions.store(1, Relaxed);
-        self.hot.acquired_at.store(0, Relaxed);
+        self.inner.hot.owner.store(token.get(), Relaxed);
+        self.inner.hot.last_holder.store(token.get(), Relaxed);
+        self.inner.hot.syscall_owner.store(0, Relaxed);
+        self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
+        self.inner.hot.switch_number.store(1, Relaxed);
+        self.inner.hot.acquisitions.store(1, Relaxed);
+        self.inner.hot.acquired_at.store(0, Relaxed);
         self.reset_histograms();
-        self.hot.state.store(LOCKED, Release);
+        self.inner.hot.state.store(LOCKED, Release);
     }
 
     /// Whether the lock is neither held (lazily included) nor awaited, i.e.
     /// could be freed.
     pub fn is_idle(&self) -> bool {
-        self.hot.state.load(Acquire) & (LOCKED | WAITERS) == 0
+        self.inner.hot.state.load(Acquire) & (LOCKED | WAITERS) == 0
     }
 
     /// Destroys the lock, refusing if it is held: returns it with
@@ -586,15 +628,21 @@ impl Gil {
     }
 
     /// Under loom only: one tick of the model's clock. Every waiter blocked
-    /// in a timed wait treats it as its timeout. `under_mutex` runs while the
-    /// internal mutex is held, so a model can record what it saw in the same
-    /// total order as acquisitions and drop requests.
+    /// in a timed wait treats it as its timeout; for a monitored lock the
+    /// clock also plays the monitor thread and takes its look. `under_mutex`
+    /// runs after that, while the internal mutex is held, so a model can
+    /// record what it saw in the same total order as acquisitions and drop
+    /// requests.
     #[cfg(gil_loom)]
     #[doc(hidden)]
     pub fn loom_tick(&self, under_mutex: impl FnOnce()) {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
         room.ticks += 1;
+        if self.inner.monitor {
+            self.monitor_pass_locked(&mut room);
+            self.loom_wake_queued(&room);
+        }
         under_mutex();
         slow.io_cond.notify_all();
         slow.cpu_cond.notify_all();
@@ -602,8 +650,16 @@ impl Gil {
 
     // ---- internals ----------------------------------------------------
 
+    /// Another handle on the same lock (for the monitor thread).
+    #[cfg(not(gil_loom))]
+    fn handle(&self) -> Gil {
+        Gil {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
     fn slow(&self) -> &Slow {
-        let ptr = self.slow.load(Acquire);
+        let ptr = self.inner.slow.load(Acquire);
         // SAFETY:
         // - `slow` always holds a pointer from `Box::into_raw` (set in `new`
         //   and `reinit_after_fork`);
@@ -614,11 +670,11 @@ impl Gil {
 
     /// This lock's identity for per-thread class memory.
     fn id(&self) -> usize {
-        self as *const Gil as usize
+        Arc::as_ptr(&self.inner) as usize
     }
 
     fn class_of(&self, token: Token) -> ThreadClass {
-        match self.policy {
+        match self.inner.policy {
             Policy::Priority => class::recall(self.id(), token.get()),
             _ => ThreadClass::Io,
         }
@@ -628,7 +684,7 @@ impl Gil {
     fn check_not_holder(&self, token: Token) -> Result<(), GilError> {
         // Only `token` itself ever stores `token` here, and it clears it
         // before letting go, so this read is exact for the calling token.
-        if self.hot.owner.load(Relaxed) == token.get() {
+        if self.inner.hot.owner.load(Relaxed) == token.get() {
             Err(GilError::AlreadyHeld)
         } else {
             Ok(())
@@ -639,16 +695,22 @@ impl Gil {
     /// a free one nobody waits for.
     #[inline]
     fn try_fast(&self, token: Token) -> bool {
-        if self.lazy_release.is_some() && self.reclaim(token) {
+        if self.inner.lazy_release.is_some() && self.reclaim(token) {
             // Back from a call that nobody needed the lock during: no switch
             // happened, and the thread is still I/O-class.
-            self.hot.owner.store(token.get(), Relaxed);
-            self.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
-            bump(&self.hot.acquisitions, 1);
+            self.inner.hot.owner.store(token.get(), Relaxed);
+            self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
+            bump(&self.inner.hot.acquisitions, 1);
             self.observe_acquire(token);
             return true;
         }
-        if self.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
+        if self
+            .inner
+            .hot
+            .state
+            .compare_exchange(0, LOCKED, Acquire, Relaxed)
+            .is_ok()
+        {
             self.became_holder(token, self.class_of(token));
             return true;
         }
@@ -662,9 +724,14 @@ impl Gil {
     fn reclaim(&self, token: Token) -> bool {
         // Acquire: a lazy release stores `syscall_owner` before its Release
         // CAS, so reading that CAS's value shows the matching owner.
-        let mut s = self.hot.state.load(Acquire);
-        while s & SYSCALL != 0 && self.hot.syscall_owner.load(Relaxed) == token.get() {
-            match self.hot.state.compare_exchange_weak(s, s & !SYSCALL, Acquire, Acquire) {
+        let mut s = self.inner.hot.state.load(Acquire);
+        while s & SYSCALL != 0 && self.inner.hot.syscall_owner.load(Relaxed) == token.get() {
+            match self
+                .inner
+                .hot
+                .state
+                .compare_exchange_weak(s, s & !SYSCALL, Acquire, Acquire)
+            {
                 Ok(_) => return true,
                 Err(now) => s = now,
             }
@@ -675,7 +742,7 @@ impl Gil {
     /// Bookkeeping of a new holder; runs right after the lock word was won.
     #[inline]
     fn became_holder(&self, token: Token, class: ThreadClass) {
-        let hot = &*self.hot;
+        let hot = &*self.inner.hot;
         hot.owner.store(token.get(), Relaxed);
         hot.holder_class.store(class as u8, Relaxed);
         if hot.last_holder.load(Relaxed) != token.get() {
@@ -690,7 +757,7 @@ impl Gil {
     /// or histograms are on.
     #[inline]
     fn observe_acquire(&self, token: Token) {
-        let instr = self.hot.instr.load(Relaxed);
+        let instr = self.inner.hot.instr.load(Relaxed);
         if instr != 0 {
             self.observe_acquire_slow(instr, token);
         }
@@ -700,10 +767,10 @@ impl Gil {
     fn observe_acquire_slow(&self, instr: u8, token: Token) {
         let now = now_ns();
         if instr & INSTR_HIST != 0 {
-            self.hot.acquired_at.store(now, Relaxed);
+            self.inner.hot.acquired_at.store(now, Relaxed);
         }
         if instr & INSTR_HOOK != 0 {
-            self.hook.emit(|| Event {
+            self.inner.hook.emit(|| Event {
                 kind: EventKind::Acquired,
                 token,
                 other: None,
@@ -717,13 +784,13 @@ impl Gil {
         let now = now_ns();
         if instr & INSTR_HIST != 0 {
             // 0: histograms were turned on during this hold.
-            let since = self.hot.acquired_at.swap(0, Relaxed);
+            let since = self.inner.hot.acquired_at.swap(0, Relaxed);
             if since != 0 {
-                self.hold_hist.record(now.saturating_sub(since));
+                self.inner.hold_hist.record(now.saturating_sub(since));
             }
         }
         if instr & INSTR_HOOK != 0 {
-            self.hook.emit(|| Event {
+            self.inner.hook.emit(|| Event {
                 kind: EventKind::Released(reason),
                 token,
                 other: None,
@@ -734,9 +801,14 @@ impl Gil {
 
     /// Sets LOCKED if it is clear; `true` if this call set it.
     fn try_lock_word(&self) -> bool {
-        let mut s = self.hot.state.load(Relaxed);
+        let mut s = self.inner.hot.state.load(Relaxed);
         while s & LOCKED == 0 {
-            match self.hot.state.compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed) {
+            match self
+                .inner
+                .hot
+                .state
+                .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
+            {
                 Ok(_) => return true,
                 Err(now) => s = now,
             }
@@ -746,7 +818,7 @@ impl Gil {
 
     /// Whether a waiter of `class` may take a free lock now.
     fn may_take(&self, class: ThreadClass, room: &WaitRoom, starving: bool) -> bool {
-        match self.policy {
+        match self.inner.policy {
             Policy::Priority if room.starving > 0 => starving,
             Policy::Priority => class == ThreadClass::Io || room.io_waiters == 0,
             _ => true,
@@ -756,9 +828,12 @@ impl Gil {
     /// The lock word was just won under the mutex: a new holder starts with
     /// no drop request (CPython clears the bit in `take_gil`), and forced
     /// releasers waiting for a switch are told to look.
-    fn took_over_under_mutex(&self, token: Token, class: ThreadClass, slow: &Slow, room: &WaitRoom) {
-        self.drop_request.store(false, Relaxed);
+    fn took_over_under_mutex(&self, token: Token, class: ThreadClass, slow: &Slow, room: &mut WaitRoom) {
+        self.inner.drop_request.store(false, Relaxed);
         self.became_holder(token, class);
+        if self.inner.monitor {
+            self.watch_new_holder(room);
+        }
         if room.switch_waiters > 0 {
             slow.switch_cond.notify_all();
         }
@@ -768,7 +843,7 @@ impl Gil {
     /// `false` if the release must be a real one (a drop request is pending,
     /// which CPython answers with a forced switch).
     fn release_lazily(&self, token: Token) -> bool {
-        let hot = &*self.hot;
+        let hot = &*self.inner.hot;
         // Written while still the holder: nobody else writes these now.
         hot.syscall_owner.store(token.get(), Relaxed);
         hot.owner.store(0, Relaxed);
@@ -791,11 +866,29 @@ impl Gil {
                 Err(now) => s = now,
             }
         }
+        if self.inner.monitor {
+            // Somebody waits, and the monitor keeps the time: no mutex, no
+            // wake-up, at most a signal to the monitor.
+            if self.inner.drop_request.load(Relaxed) {
+                hot.owner.store(token.get(), Relaxed);
+                return false;
+            }
+            bump(&hot.lazy_releases, 1);
+            let mut s = hot.state.load(Relaxed);
+            while let Err(now) = hot
+                .state
+                .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
+            {
+                s = now;
+            }
+            self.kick_monitor();
+            return true;
+        }
         // Somebody waits: under the mutex, so the waiter that is woken starts
         // timing the call right away.
         let slow = self.slow();
         let room = slow.mutex.lock();
-        if self.drop_request.load(Relaxed) {
+        if self.inner.drop_request.load(Relaxed) {
             drop(room);
             hot.owner.store(token.get(), Relaxed);
             return false;
@@ -817,7 +910,9 @@ impl Gil {
 
     /// Wakes the waiter that should go next.
     fn wake_next(&self, slow: &Slow, room: &WaitRoom) {
-        if room.starving > 0 {
+        if self.inner.monitor {
+            self.wake_designee(room);
+        } else if room.starving > 0 {
             slow.cpu_cond.notify_all();
         } else if room.io_waiters > 0 {
             slow.io_cond.notify_one();
@@ -828,6 +923,9 @@ impl Gil {
 
     #[cold]
     fn acquire_slow(&self, token: Token, mut should_abort: AbortCheck<'_>) -> Result<(), GilError> {
+        if self.inner.monitor {
+            return self.acquire_slow_monitored(token, should_abort);
+        }
         let started = Instant::now();
         let class = self.class_of(token);
         let slow = self.slow();
@@ -838,9 +936,9 @@ impl Gil {
         }
         // Acquire: pairs with the previous releaser's Release, so `owner`
         // reads below see its clearing store, hence 0 or the current holder.
-        self.hot.state.fetch_or(WAITERS, Acquire);
-        if self.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-            self.hook.emit(|| Event::now(EventKind::WaitStart, token, None));
+        self.inner.hot.state.fetch_or(WAITERS, Acquire);
+        if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+            self.inner.hook.emit(|| Event::now(EventKind::WaitStart, token, None));
         }
         let mut starving = false;
         // The lazy-release episode being timed: (generation, first seen).
@@ -853,7 +951,7 @@ impl Gil {
         #[cfg(gil_loom)]
         let first_tick = room.ticks;
         let took = loop {
-            let s = self.hot.state.load(Relaxed);
+            let s = self.inner.hot.state.load(Relaxed);
             let may_take = self.may_take(class, &room, starving);
             if may_take && self.try_lock_word() {
                 break Ok(());
@@ -868,7 +966,7 @@ impl Gil {
                 }
                 // The holder is in a system call: take it over once the call
                 // has lasted the threshold.
-                let threshold = self.lazy_release.unwrap_or_default();
+                let threshold = self.inner.lazy_release.unwrap_or_default();
                 let gen = s & !(GEN_ONE - 1);
                 let since = match episode {
                     Some((g, since)) if g == gen => since,
@@ -881,15 +979,17 @@ impl Gil {
                 if since.passed(threshold, &room)
                     && may_take
                     && self
+                        .inner
                         .hot
                         .state
                         .compare_exchange(s, s & !SYSCALL, Acquire, Relaxed)
                         .is_ok()
                 {
-                    bump(&self.lazy_takeovers, 1);
-                    if self.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-                        if let Some(from) = Token::new(self.hot.syscall_owner.load(Relaxed)) {
-                            self.hook
+                    bump(&self.inner.lazy_takeovers, 1);
+                    if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+                        if let Some(from) = Token::new(self.inner.hot.syscall_owner.load(Relaxed)) {
+                            self.inner
+                                .hook
                                 .emit(|| Event::now(EventKind::LazyTakeover, from, Some(token)));
                         }
                     }
@@ -903,15 +1003,15 @@ impl Gil {
                 // Priority: an I/O-class waiter does not wait out the
                 // interval behind a CPU-class holder, and a starving CPU
                 // waiter does not wait for anybody.
-                let urgent = self.policy == Policy::Priority
+                let urgent = self.inner.policy == Policy::Priority
                     && (starving
                         || (class == ThreadClass::Io
-                            && ThreadClass::from_u8(self.hot.holder_class.load(Relaxed)) == ThreadClass::Cpu));
-                let sn = self.hot.switch_number.load(Relaxed);
+                            && ThreadClass::from_u8(self.inner.hot.holder_class.load(Relaxed)) == ThreadClass::Cpu));
+                let sn = self.inner.hot.switch_number.load(Relaxed);
                 if urgent && preempted != Some(sn) {
                     preempted = Some(sn);
                     if !starving {
-                        bump(&self.preemptions, 1);
+                        bump(&self.inner.preemptions, 1);
                     }
                     if let Err(panic) = self.request_drop(Some(token)) {
                         self.leave_wait_room(slow, &mut room, class, starving);
@@ -920,7 +1020,7 @@ impl Gil {
                     }
                 }
                 holder_running = Some(sn);
-                if self.lazy_release.is_some() {
+                if self.inner.lazy_release.is_some() {
                     // Every lazy release wakes a waiter (to time the call);
                     // such wake-ups must not restart the interval, or a
                     // thread making system calls all the time would never be
@@ -950,7 +1050,7 @@ impl Gil {
                     return Err(GilError::Aborted);
                 }
             }
-            if class == ThreadClass::Cpu && self.policy == Policy::Priority && !starving {
+            if class == ThreadClass::Cpu && self.inner.policy == Policy::Priority && !starving {
                 #[cfg(not(gil_loom))]
                 let overdue = started.elapsed() >= self.interval() * STARVATION_INTERVALS as u32;
                 #[cfg(gil_loom)]
@@ -958,6 +1058,7 @@ impl Gil {
                 if overdue {
                     starving = true;
                     room.starving += 1;
+                    bump(&self.inner.starvation_promotions, 1);
                     continue;
                 }
             }
@@ -965,8 +1066,8 @@ impl Gil {
             // drop only if nobody took the lock in the meantime: after a
             // switch the new holder gets its own full interval (CPython's
             // rule).
-            let now = self.hot.state.load(Relaxed);
-            if holder_running.is_some_and(|sn| sn == self.hot.switch_number.load(Relaxed))
+            let now = self.inner.hot.state.load(Relaxed);
+            if holder_running.is_some_and(|sn| sn == self.inner.hot.switch_number.load(Relaxed))
                 && now & LOCKED != 0
                 && now & SYSCALL == 0
             {
@@ -980,19 +1081,24 @@ impl Gil {
         took?;
         self.unregister(&mut room, class, starving);
         if room.waiters() == 0 {
-            self.hot.state.fetch_and(!WAITERS, Relaxed);
+            self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
         }
-        self.took_over_under_mutex(token, class, slow, &room);
-        let waited = saturating_nanos(started.elapsed());
-        bump(&self.wait_ns, waited);
-        if self.hot.instr.load(Relaxed) & INSTR_HIST != 0 {
-            self.wait_hist.record(waited);
-        }
+        self.took_over_under_mutex(token, class, slow, &mut room);
+        self.waited(started);
         Ok(())
     }
 
+    /// Accounts a wait that ended with the lock; called under the mutex.
+    fn waited(&self, started: Instant) {
+        let waited = saturating_nanos(started.elapsed());
+        bump(&self.inner.wait_ns, waited);
+        if self.inner.hot.instr.load(Relaxed) & INSTR_HIST != 0 {
+            self.inner.wait_hist.record(waited);
+        }
+    }
+
     fn interval(&self) -> Duration {
-        Duration::from_micros(self.interval_us.load(Relaxed).max(1))
+        Duration::from_micros(self.inner.interval_us.load(Relaxed).max(1))
     }
 
     fn unregister(&self, room: &mut WaitRoom, class: ThreadClass, starving: bool) {
@@ -1023,10 +1129,10 @@ impl Gil {
     fn leave_wait_room(&self, slow: &Slow, room: &mut WaitRoom, class: ThreadClass, starving: bool) {
         self.unregister(room, class, starving);
         if room.waiters() == 0 {
-            self.hot.state.fetch_and(!WAITERS, Relaxed);
+            self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
             // Nobody is left to take over: a pending request is moot, and a
             // forced releaser must stop waiting for a switch.
-            self.drop_request.store(false, Relaxed);
+            self.inner.drop_request.store(false, Relaxed);
             if room.switch_waiters > 0 {
                 slow.switch_cond.notify_all();
             }
@@ -1041,19 +1147,21 @@ impl Gil {
     /// mutex with WAITERS set, so the holder cannot finish releasing (that
     /// needs the mutex) while the callback runs.
     fn request_drop(&self, by: Option<Token>) -> Result<(), Box<dyn Any + Send>> {
-        let fresh = !self.drop_request.swap(true, Relaxed);
+        let fresh = !self.inner.drop_request.swap(true, Relaxed);
         if fresh {
-            bump(&self.drop_requests, 1);
+            bump(&self.inner.drop_requests, 1);
         }
         // 0 only in the instant between a fast-path CAS and its `owner`
         // store; the flag is up, and the next interval calls again.
-        let Some(holder) = Token::new(self.hot.owner.load(Relaxed)) else {
+        let Some(holder) = Token::new(self.inner.hot.owner.load(Relaxed)) else {
             return Ok(());
         };
-        if fresh && self.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-            self.hook.emit(|| Event::now(EventKind::DropRequested, holder, by));
+        if fresh && self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+            self.inner
+                .hook
+                .emit(|| Event::now(EventKind::DropRequested, holder, by));
         }
-        match &self.on_drop_request {
+        match &self.inner.on_drop_request {
             Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(holder))),
             None => Ok(()),
         }
@@ -1063,8 +1171,8 @@ impl Gil {
     fn release_slow(&self, token: Token, reason: ReleaseReason) {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
-        let requested = self.drop_request.swap(false, Relaxed);
-        self.hot.state.fetch_and(!LOCKED, Release);
+        let requested = self.inner.drop_request.swap(false, Relaxed);
+        self.inner.hot.state.fetch_and(!LOCKED, Release);
         self.wake_next(slow, &room);
         let must_wait = match reason {
             ReleaseReason::Final => false,
@@ -1077,15 +1185,15 @@ impl Gil {
         // Forced switching: don't return (and maybe win the lock straight
         // back) before somebody else has taken it.
         room.switch_waiters += 1;
-        while self.hot.last_holder.load(Relaxed) == token.get() && room.waiters() > 0 {
+        while self.inner.hot.last_holder.load(Relaxed) == token.get() && room.waiters() > 0 {
             slow.switch_cond.wait(&mut room);
         }
         room.switch_waiters -= 1;
-        if self.hot.last_holder.load(Relaxed) != token.get() {
-            bump(&self.forced_switches, 1);
-            if self.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-                let to = Token::new(self.hot.last_holder.load(Relaxed));
-                self.hook.emit(|| Event::now(EventKind::ForcedSwitch, token, to));
+        if self.inner.hot.last_holder.load(Relaxed) != token.get() {
+            bump(&self.inner.forced_switches, 1);
+            if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+                let to = Token::new(self.inner.hot.last_holder.load(Relaxed));
+                self.inner.hook.emit(|| Event::now(EventKind::ForcedSwitch, token, to));
             }
         }
     }
@@ -1134,7 +1242,7 @@ impl Stamp {
     }
 }
 
-impl Drop for Gil {
+impl Drop for Inner {
     fn drop(&mut self) {
         let ptr = self.slow.load(Acquire);
         // SAFETY:
@@ -1147,8 +1255,9 @@ impl Drop for Gil {
 impl std::fmt::Debug for Gil {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gil")
-            .field("policy", &self.policy)
+            .field("policy", &self.inner.policy)
             .field("lazy_release_us", &self.lazy_release_us())
+            .field("monitor", &self.inner.monitor)
             .field("switch_interval_us", &self.switch_interval_us())
             .field("holder", &self.holder())
             .field("drop_requested", &self.drop_requested())

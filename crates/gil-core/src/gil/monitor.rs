@@ -1,0 +1,544 @@
+//! The monitor (after the 2010 GIL-monitor proposal): one thread per process
+//! keeps the time for every lock built with [`GilConfig::monitor`], instead
+//! of a timed wait in every waiter.
+//!
+//! # Waiting
+//!
+//! A waiter of a monitored lock joins the lock's queue with its own
+//! condition variable and blocks without a timeout. A free lock goes to the
+//! *designee*: the first starving waiter, else (priority policy) the first
+//! I/O-class waiter, else the first waiter — first come, first served, and a
+//! release wakes exactly the designee. A thread that is not queued takes a
+//! free lock only if it would be the designee itself (an I/O-class thread
+//! past CPU-class waiters under the priority policy), so nobody overtakes a
+//! waiter of its own class.
+//!
+//! # Keeping time
+//!
+//! The monitor thread looks at each lock that has waiters when something is
+//! due, and does under the lock's mutex what waiters do for themselves
+//! elsewhere:
+//! * the holder has run a whole switch interval since it took the lock (or
+//!   since the first waiter came) without a switch: a drop request;
+//! * the first CPU-class waiter has waited [`STARVATION_INTERVALS`]
+//!   intervals: it is marked starving, goes first, and the holder is asked
+//!   to drop;
+//! * the holder's lazily released system call has lasted the threshold: the
+//!   lock is taken from it and handed to the designee.
+//!
+//! A lock joins the monitor's list when its first waiter comes and leaves it
+//! at the first look that finds no waiter. With no lock in the list the
+//! monitor sleeps without a timeout: no wake-ups at all in an idle process
+//! ([`monitor_wakeups`]). Lazy releases made while others wait are one CAS
+//! and, if the monitor is not due to look within the threshold anyway, a
+//! signal to it.
+//!
+//! The thread is started by the first wait on a monitored lock, so programs
+//! that never contend never get it; in a child process after `fork()` a new
+//! one is started the same way. If it cannot be started, waiters keep the
+//! time themselves with the same code ([`Gil::monitor_pass_locked`]).
+//!
+//! Under loom there is no thread: the model's clock thread runs the same
+//! pass ([`Gil::loom_tick`]).
+
+use std::collections::VecDeque;
+
+use super::*;
+
+/// A waiter in a monitored lock's queue.
+pub(super) struct Queued {
+    ticket: u64,
+    class: ThreadClass,
+    since: Stamp,
+    starving: bool,
+    cond: CondRef,
+}
+
+/// The queued waiter's own condition variable, which lives on its stack.
+struct CondRef(*const Condvar);
+
+// SAFETY: the pointer is only dereferenced under the lock's mutex while its
+// entry is queued, and a waiter removes its entry (under the mutex) before
+// its condition variable goes away.
+unsafe impl Send for CondRef {}
+
+/// The monitor's share of a [`WaitRoom`].
+#[derive(Default)]
+pub(super) struct MonitorRoom {
+    queue: VecDeque<Queued>,
+    next_ticket: u64,
+    /// The lock is in the monitor thread's list.
+    registered: bool,
+    /// The holder being timed: its switch number, and since when.
+    watch: Option<(u64, Stamp)>,
+    /// Lazy release: the system-call episode being timed (generation, first seen).
+    episode: Option<(u64, Stamp)>,
+}
+
+impl Gil {
+    /// The queued waiter a free lock goes to.
+    fn designee<'r>(&self, room: &'r WaitRoom) -> Option<&'r Queued> {
+        let queue = &room.monitor.queue;
+        if room.starving > 0 {
+            if let Some(q) = queue.iter().find(|q| q.starving) {
+                return Some(q);
+            }
+        }
+        if self.inner.policy == Policy::Priority {
+            if let Some(q) = queue.iter().find(|q| q.class == ThreadClass::Io) {
+                return Some(q);
+            }
+        }
+        queue.front()
+    }
+
+    /// Wakes the designee, if any.
+    pub(super) fn wake_designee(&self, room: &WaitRoom) {
+        if let Some(q) = self.designee(room) {
+            // SAFETY: see `CondRef`: we hold the mutex and the entry is queued.
+            unsafe { &*q.cond.0 }.notify_one();
+        }
+    }
+
+    /// Whether a thread that is not queued may take the free lock (see the
+    /// module docs).
+    pub(super) fn may_take_unqueued(&self, class: ThreadClass, room: &WaitRoom) -> bool {
+        let queue = &room.monitor.queue;
+        match self.inner.policy {
+            _ if queue.is_empty() => true,
+            Policy::Priority => room.starving == 0 && class == ThreadClass::Io && room.io_waiters == 0,
+            _ => false,
+        }
+    }
+
+    /// A monitored lock just changed hands under the mutex: time the new holder.
+    pub(super) fn watch_new_holder(&self, room: &mut WaitRoom) {
+        let now = Stamp::now(room);
+        room.monitor.watch = Some((self.inner.hot.switch_number.load(Relaxed), now));
+    }
+
+    #[cold]
+    pub(super) fn acquire_slow_monitored(
+        &self,
+        token: Token,
+        mut should_abort: AbortCheck<'_>,
+    ) -> Result<(), GilError> {
+        let started = Instant::now();
+        let class = self.class_of(token);
+        let slow = self.slow();
+        let cond = Condvar::new();
+        let mut room = slow.mutex.lock();
+        match class {
+            ThreadClass::Io => room.io_waiters += 1,
+            ThreadClass::Cpu => room.cpu_waiters += 1,
+        }
+        // Acquire: as in `acquire_slow`.
+        self.inner.hot.state.fetch_or(WAITERS, Acquire);
+        if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+            self.inner.hook.emit(|| Event::now(EventKind::WaitStart, token, None));
+        }
+        let ticket = room.monitor.next_ticket;
+        room.monitor.next_ticket += 1;
+        let since = Stamp::now(&room);
+        room.monitor.queue.push_back(Queued {
+            ticket,
+            class,
+            since,
+            starving: false,
+            cond: CondRef(&cond),
+        });
+        if !room.monitor.registered {
+            let sn = self.inner.hot.switch_number.load(Relaxed);
+            room.monitor.watch = Some((sn, since));
+            room.monitor.episode = None;
+            room.monitor.registered = process::watch(self);
+        }
+        // The switch number of the holder already preempted by this waiter.
+        let mut preempted: Option<u64> = None;
+        let took: Result<(), GilError> = loop {
+            let s = self.inner.hot.state.load(Relaxed);
+            if s & SYSCALL != 0 && self.reclaim(token) {
+                break Ok(()); // our own system call: just take it back
+            }
+            if self.designee(&room).is_some_and(|q| q.ticket == ticket) && self.try_lock_word() {
+                break Ok(());
+            }
+            // Priority: an I/O-class waiter asks a CPU-class holder at once.
+            let sn = self.inner.hot.switch_number.load(Relaxed);
+            if self.inner.policy == Policy::Priority
+                && class == ThreadClass::Io
+                && s & (LOCKED | SYSCALL) == LOCKED
+                && ThreadClass::from_u8(self.inner.hot.holder_class.load(Relaxed)) == ThreadClass::Cpu
+                && preempted != Some(sn)
+            {
+                preempted = Some(sn);
+                bump(&self.inner.preemptions, 1);
+                if let Err(panic) = self.request_drop(Some(token)) {
+                    self.leave_queue(slow, &mut room, ticket, class, true);
+                    drop(room);
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            let timed_out = if !room.monitor.registered {
+                // No monitor thread: keep the time ourselves.
+                let next = self.monitor_pass_locked(&mut room).unwrap_or_else(|| self.interval());
+                self.timed_wait(&cond, &mut room, next)
+            } else if should_abort.is_some() {
+                self.timed_wait(&cond, &mut room, self.interval())
+            } else {
+                cond.wait(&mut room);
+                false
+            };
+            if timed_out {
+                if let Some(check) = should_abort.as_mut() {
+                    if check() {
+                        self.leave_queue(slow, &mut room, ticket, class, true);
+                        return Err(GilError::Aborted);
+                    }
+                }
+            }
+        };
+        took?;
+        self.leave_queue(slow, &mut room, ticket, class, false);
+        self.took_over_under_mutex(token, class, slow, &mut room);
+        self.waited(started);
+        Ok(())
+    }
+
+    /// Takes `ticket`'s entry out of the queue. `without_lock`: the waiter
+    /// leaves without the lock (abort, panic), so whoever should go next
+    /// instead is woken, and a forced releaser waiting for a switch that can
+    /// no longer come is let go.
+    fn leave_queue(&self, slow: &Slow, room: &mut WaitRoom, ticket: u64, class: ThreadClass, without_lock: bool) {
+        let at = room
+            .monitor
+            .queue
+            .iter()
+            .position(|q| q.ticket == ticket)
+            .expect("a waiter's entry stays queued until it leaves");
+        let entry = room.monitor.queue.remove(at).expect("position is in range");
+        self.unregister(room, class, entry.starving);
+        if !without_lock {
+            if room.waiters() == 0 {
+                self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
+            }
+            return;
+        }
+        if room.waiters() == 0 {
+            self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
+            self.inner.drop_request.store(false, Relaxed);
+            if room.switch_waiters > 0 {
+                slow.switch_cond.notify_all();
+            }
+        } else if !self.is_locked() {
+            self.wake_designee(room);
+        }
+    }
+
+    /// One look at a monitored lock, under its mutex: raises what is due
+    /// (see the module docs) and returns how soon to look again, or `None`
+    /// if the lock has no waiter (it then leaves the monitor's list).
+    pub(super) fn monitor_pass_locked(&self, room: &mut WaitRoom) -> Option<Duration> {
+        if room.monitor.queue.is_empty() {
+            room.monitor.registered = false;
+            room.monitor.watch = None;
+            room.monitor.episode = None;
+            return None;
+        }
+        let interval = self.interval();
+        let now = Stamp::now(room);
+        let mut next = interval;
+
+        // A lazily released system call that outlasted the threshold.
+        let s = self.inner.hot.state.load(Acquire);
+        match self.inner.lazy_release {
+            Some(threshold) if s & SYSCALL != 0 => {
+                let gen = s & !(GEN_ONE - 1);
+                match room.monitor.episode {
+                    Some((g, since)) if g == gen => {
+                        if since.passed(threshold, room) {
+                            self.take_over_system_call(s, room);
+                        } else {
+                            next = next.min(since.left(threshold));
+                        }
+                    }
+                    _ => {
+                        room.monitor.episode = Some((gen, now));
+                        next = next.min(threshold);
+                    }
+                }
+            }
+            _ => room.monitor.episode = None,
+        }
+
+        // The starvation bound: the first CPU-class waiter not yet starving
+        // is the one that has waited longest.
+        let mut ask = false;
+        if self.inner.policy == Policy::Priority {
+            #[cfg(not(gil_loom))]
+            let bound = interval * STARVATION_INTERVALS as u32;
+            #[cfg(gil_loom)]
+            let bound = interval;
+            let first_cpu = room
+                .monitor
+                .queue
+                .iter()
+                .position(|q| q.class == ThreadClass::Cpu && !q.starving);
+            if let Some(i) = first_cpu {
+                let since = room.monitor.queue[i].since;
+                if since.passed(bound, room) {
+                    room.monitor.queue[i].starving = true;
+                    room.starving += 1;
+                    bump(&self.inner.starvation_promotions, 1);
+                    ask = true;
+                } else {
+                    next = next.min(since.left(bound));
+                }
+            }
+        }
+
+        // The switch interval.
+        let sn = self.inner.hot.switch_number.load(Relaxed);
+        match room.monitor.watch {
+            Some((w, since)) if w == sn => {
+                if since.passed(interval, room) {
+                    ask = true;
+                    room.monitor.watch = Some((sn, now));
+                } else {
+                    next = next.min(since.left(interval));
+                }
+            }
+            _ => room.monitor.watch = Some((sn, now)),
+        }
+
+        if ask {
+            let s = self.inner.hot.state.load(Relaxed);
+            if s & (LOCKED | SYSCALL) == LOCKED {
+                // A panicking host callback was caught; the flag is up, and
+                // the monitor has nobody to hand the panic to.
+                let _ = self.request_drop(None);
+            } else if s & LOCKED == 0 {
+                // Free: make sure whoever goes first now is awake.
+                self.wake_designee(room);
+            }
+        }
+        Some(next)
+    }
+
+    /// Takes the lock from the holder's lazily released system call (state
+    /// `s`) and hands it to the designee. The thread in the call finds it
+    /// gone when it comes back, and waits like anyone else.
+    fn take_over_system_call(&self, s: u64, room: &mut WaitRoom) {
+        // AcqRel: continues the release sequence of the lazy release, so the
+        // next holder's Acquire sees what the thread did before its call.
+        if self
+            .inner
+            .hot
+            .state
+            .compare_exchange(s, s & !(SYSCALL | LOCKED), AcqRel, Relaxed)
+            .is_err()
+        {
+            return; // it came back (or the state moved): nothing to take
+        }
+        bump(&self.inner.lazy_takeovers, 1);
+        room.monitor.episode = None;
+        if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+            if let Some(from) = Token::new(self.inner.hot.syscall_owner.load(Relaxed)) {
+                self.inner.hook.emit(|| Event::now(EventKind::LazyTakeover, from, None));
+            }
+        }
+        self.wake_designee(room);
+    }
+
+    /// A lazy release made while others wait on a monitored lock: make sure
+    /// the monitor looks at it within the threshold.
+    pub(super) fn kick_monitor(&self) {
+        if let Some(threshold) = self.inner.lazy_release {
+            process::kick(threshold);
+        }
+    }
+
+    /// Under loom: wakes every queued waiter, so timed waits can end.
+    #[cfg(gil_loom)]
+    pub(super) fn loom_wake_queued(&self, room: &WaitRoom) {
+        for q in &room.monitor.queue {
+            // SAFETY: see `CondRef`: we hold the mutex and the entry is queued.
+            unsafe { &*q.cond.0 }.notify_one();
+        }
+    }
+
+    /// The monitor thread's look at this lock.
+    #[cfg(not(gil_loom))]
+    fn monitor_pass(&self) -> Option<Duration> {
+        let slow = self.slow();
+        let mut room = slow.mutex.lock();
+        self.monitor_pass_locked(&mut room)
+    }
+}
+
+/// How many times the monitor thread has woken up since the process (or,
+/// after `fork()`, the child) started: a measure of its cost. It does not
+/// change while no monitored lock has a waiter.
+pub fn monitor_wakeups() -> u64 {
+    process::wakeups()
+}
+
+#[cfg(gil_loom)]
+mod process {
+    use std::time::Duration;
+
+    use super::Gil;
+
+    /// Under loom the model's clock thread plays the monitor.
+    pub(super) fn watch(_gil: &Gil) -> bool {
+        true
+    }
+
+    pub(super) fn kick(_threshold: Duration) {}
+
+    pub(super) fn wakeups() -> u64 {
+        0
+    }
+}
+
+#[cfg(not(gil_loom))]
+mod process {
+    use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
+    use std::sync::Once;
+    use std::time::Duration;
+
+    use super::Gil;
+    use crate::events::now_ns;
+    use crate::sync::{Condvar, Mutex};
+
+    struct Monitor {
+        registry: Mutex<Registry>,
+        cond: Condvar,
+    }
+
+    #[derive(Default)]
+    struct Registry {
+        /// Locks that got their first waiter since the monitor last looked.
+        incoming: Vec<Gil>,
+        /// A lazy release asked for a look now.
+        kicked: bool,
+    }
+
+    /// This process's monitor; null until the first wait on a monitored
+    /// lock, and again in a child after `fork()`. Never freed.
+    static MONITOR: AtomicPtr<Monitor> = AtomicPtr::new(std::ptr::null_mut());
+    static WAKEUPS: AtomicU64 = AtomicU64::new(0);
+    /// When the monitor looks next (`now_ns`), `u64::MAX` while it sleeps
+    /// until a lock gets a waiter.
+    static NEXT_LOOK_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+    pub(super) fn wakeups() -> u64 {
+        WAKEUPS.load(Relaxed)
+    }
+
+    /// Puts `gil` (which has just got its first waiter; its mutex is held)
+    /// in the monitor's list, starting the monitor if need be. `false` if it
+    /// cannot be started.
+    pub(super) fn watch(gil: &Gil) -> bool {
+        let Some(monitor) = get_or_start() else {
+            return false;
+        };
+        let mut registry = monitor.registry.lock();
+        registry.incoming.push(gil.handle());
+        monitor.cond.notify_one();
+        true
+    }
+
+    /// Makes the monitor look within `threshold`, unless it will anyway.
+    pub(super) fn kick(threshold: Duration) {
+        let due = now_ns().saturating_add(u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX));
+        if NEXT_LOOK_NS.load(Relaxed) <= due {
+            return;
+        }
+        let p = MONITOR.load(Acquire);
+        if p.is_null() {
+            return; // waiters keep the time themselves
+        }
+        // SAFETY: a published monitor is never freed.
+        let monitor = unsafe { &*p };
+        let mut registry = monitor.registry.lock();
+        registry.kicked = true;
+        // No more kicks until it has looked.
+        NEXT_LOOK_NS.store(due, Relaxed);
+        monitor.cond.notify_one();
+    }
+
+    fn get_or_start() -> Option<&'static Monitor> {
+        let p = MONITOR.load(Acquire);
+        if !p.is_null() {
+            // SAFETY: a published monitor is never freed.
+            return Some(unsafe { &*p });
+        }
+        static AT_FORK: Once = Once::new();
+        AT_FORK.call_once(|| {
+            // SAFETY: `forget_in_child` is async-signal-safe (two atomic
+            // stores), as a fork handler must be.
+            unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) };
+        });
+        let monitor: &'static Monitor = Box::leak(Box::new(Monitor {
+            registry: Mutex::new(Registry::default()),
+            cond: Condvar::new(),
+        }));
+        std::thread::Builder::new()
+            .name("gil-monitor".into())
+            .spawn(move || run(monitor))
+            .ok()?;
+        let fresh = monitor as *const Monitor as *mut Monitor;
+        match MONITOR.compare_exchange(std::ptr::null_mut(), fresh, AcqRel, Acquire) {
+            Ok(_) => Some(monitor),
+            // Another thread started one first. Ours sleeps forever on an
+            // empty list (a few hundred bytes and one idle thread, once).
+            // SAFETY: a published monitor is never freed.
+            Err(winner) => Some(unsafe { &*winner }),
+        }
+    }
+
+    /// `pthread_atfork` child handler: the monitor thread did not survive
+    /// the fork; the next wait starts a new one. The old monitor, whose
+    /// mutex the dead thread may hold, is never touched again.
+    extern "C" fn forget_in_child() {
+        MONITOR.store(std::ptr::null_mut(), Relaxed);
+        NEXT_LOOK_NS.store(u64::MAX, Relaxed);
+    }
+
+    fn run(monitor: &'static Monitor) {
+        let mut watched: Vec<Gil> = Vec::new();
+        let mut registry = monitor.registry.lock();
+        loop {
+            watched.append(&mut registry.incoming);
+            registry.kicked = false;
+            drop(registry);
+            // Each lock is looked at under its own mutex, never under the
+            // registry's: waiters take theirs first, then the registry's.
+            let mut next: Option<Duration> = None;
+            watched.retain(|gil| match gil.monitor_pass() {
+                Some(d) => {
+                    next = Some(next.map_or(d, |n| n.min(d)));
+                    true
+                }
+                None => false,
+            });
+            registry = monitor.registry.lock();
+            if !registry.incoming.is_empty() || registry.kicked {
+                continue;
+            }
+            match next {
+                None => {
+                    NEXT_LOOK_NS.store(u64::MAX, Relaxed);
+                    monitor.cond.wait(&mut registry);
+                }
+                Some(d) => {
+                    let due = now_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+                    NEXT_LOOK_NS.store(due, Relaxed);
+                    monitor.cond.wait_timeout(&mut registry, d);
+                }
+            }
+            WAKEUPS.fetch_add(1, Relaxed);
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! The monitor thread (`GilConfig::monitor`) with real threads.
+#![cfg(not(gil_loom))]
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use gil_core::{Event, EventKind, Gil, GilConfig, Policy, ReleaseReason, Token};
+
+fn tok(n: usize) -> Token {
+    Token::new(n).expect("non-zero")
+}
+
+/// Counts `WaitStart` events, so a test can wait until a thread is queued.
+fn count_waits(gil: &Gil) -> Arc<AtomicUsize> {
+    let waits = Arc::new(AtomicUsize::new(0));
+    let w = waits.clone();
+    gil.set_event_hook(Some(Arc::new(move |e: &Event| {
+        if e.kind == EventKind::WaitStart {
+            w.fetch_add(1, SeqCst);
+        }
+    })));
+    waits
+}
+
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
+        thread::sleep(Duration::from_micros(200));
+    }
+}
+
+#[test]
+fn waiters_are_served_in_arrival_order() {
+    for preset in ["monitor", "priority-monitor"] {
+        let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap()).unwrap());
+        let waits = count_waits(&gil);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        gil.acquire(tok(100)).unwrap();
+        let mut threads = Vec::new();
+        for n in 1..=5 {
+            let (gil, order) = (gil.clone(), order.clone());
+            threads.push(thread::spawn(move || {
+                gil.acquire(tok(n)).unwrap();
+                order.lock().unwrap().push(n);
+                gil.release(tok(n), ReleaseReason::Final).unwrap();
+            }));
+            // Queue them one after the other.
+            wait_until("the waiter to queue", || waits.load(SeqCst) == n);
+        }
+        gil.release(tok(100), ReleaseReason::Final).unwrap();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![1, 2, 3, 4, 5], "{preset}");
+        assert!(gil.is_idle());
+    }
+}
+
+#[test]
+fn the_monitor_asks_a_running_holder_after_an_interval() {
+    const INTERVAL: Duration = Duration::from_millis(20);
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let gil = Arc::new(
+        Gil::new(
+            GilConfig::preset("monitor")
+                .unwrap()
+                .switch_interval_us(INTERVAL.as_micros() as u64),
+        )
+        .unwrap(),
+    );
+    let r = requests.clone();
+    gil.set_event_hook(Some(Arc::new(move |e: &Event| {
+        if matches!(e.kind, EventKind::WaitStart | EventKind::DropRequested) {
+            r.lock().unwrap().push(*e);
+        }
+    })));
+    let holder = tok(1);
+    gil.acquire(holder).unwrap();
+    let waiter = {
+        let gil = gil.clone();
+        thread::spawn(move || {
+            gil.acquire(tok(2)).unwrap();
+            // Voluntary: keeps `last_holder` for the check below.
+            gil.release(tok(2), ReleaseReason::Voluntary).unwrap();
+        })
+    };
+    while !gil.drop_requested() {
+        std::hint::spin_loop();
+    }
+    gil.release(holder, ReleaseReason::Forced).unwrap();
+    assert_eq!(
+        gil.last_holder(),
+        Some(tok(2)),
+        "forced release returned before the switch"
+    );
+    waiter.join().unwrap();
+    let events = requests.lock().unwrap().clone();
+    let wait = events.iter().find(|e| e.kind == EventKind::WaitStart).unwrap();
+    let request = events.iter().find(|e| e.kind == EventKind::DropRequested).unwrap();
+    assert_eq!(request.token, holder);
+    assert_eq!(request.other, None, "the monitor, not the waiter, asked");
+    // The holder gets its whole interval: never asked earlier.
+    assert!(
+        request.time_ns - wait.time_ns >= INTERVAL.as_nanos() as u64,
+        "asked after {} ns",
+        request.time_ns - wait.time_ns
+    );
+    assert_eq!(gil.counters().forced_switches, 1);
+}
+
+#[test]
+fn the_monitor_takes_over_a_system_call_that_outlasts_the_threshold() {
+    let gil = Arc::new(
+        Gil::new(
+            GilConfig::new()
+                .policy(Policy::Priority)
+                .lazy_release_us(Some(100))
+                .monitor(true),
+        )
+        .unwrap(),
+    );
+    let takeovers = Arc::new(Mutex::new(Vec::new()));
+    let t = takeovers.clone();
+    gil.set_event_hook(Some(Arc::new(move |e: &Event| {
+        if e.kind == EventKind::LazyTakeover {
+            t.lock().unwrap().push(*e);
+        }
+    })));
+    let io = tok(1);
+    gil.acquire(io).unwrap();
+    gil.release(io, ReleaseReason::Voluntary).unwrap(); // lazily: "in a system call"
+    assert!(gil.is_locked());
+    // Another thread wants the lock while the call lasts (it never ends by
+    // itself: only a takeover lets the waiter in).
+    let waiter = {
+        let gil = gil.clone();
+        thread::spawn(move || {
+            gil.acquire(tok(2)).unwrap();
+            let holder = gil.holder();
+            gil.release(tok(2), ReleaseReason::Voluntary).unwrap();
+            holder
+        })
+    };
+    assert_eq!(waiter.join().unwrap(), Some(tok(2)));
+    let events = takeovers.lock().unwrap().clone();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].token, events[0].other),
+        (io, None),
+        "the monitor took it over"
+    );
+    assert_eq!(gil.counters().lazy_takeovers, 1);
+    // Back from the call: the lock is gone, and taken again normally.
+    gil.acquire(io).unwrap();
+    gil.release(io, ReleaseReason::Final).unwrap();
+    assert!(!gil.is_locked());
+}
+
+#[test]
+fn a_fast_system_call_is_reclaimed_despite_waiters() {
+    // With a threshold of one hour, the monitor never takes a call over: the
+    // thread in the call comes back with one CAS even though others wait.
+    let gil = Arc::new(
+        Gil::new(
+            GilConfig::preset("priority-lazy-monitor")
+                .unwrap()
+                .lazy_release_us(Some(3_600_000_000)),
+        )
+        .unwrap(),
+    );
+    let waits = count_waits(&gil);
+    let io = tok(1);
+    gil.acquire(io).unwrap();
+    let waiter = {
+        let gil = gil.clone();
+        thread::spawn(move || {
+            gil.acquire(tok(2)).unwrap();
+            gil.release(tok(2), ReleaseReason::Final).unwrap();
+        })
+    };
+    wait_until("the waiter to queue", || waits.load(SeqCst) == 1);
+    let before = gil.counters();
+    for _ in 0..100 {
+        gil.release(io, ReleaseReason::Voluntary).unwrap();
+        gil.acquire(io).unwrap();
+    }
+    let after = gil.counters();
+    assert_eq!(after.lazy_releases - before.lazy_releases, 100);
+    assert_eq!(after.switches, before.switches, "nobody else got the lock");
+    assert_eq!(after.lazy_takeovers, 0);
+    gil.release(io, ReleaseReason::Final).unwrap();
+    waiter.join().unwrap();
+}
+
+#[test]
+fn try_acquire_does_not_overtake_queued_waiters() {
+    let gil = Arc::new(Gil::new(GilConfig::preset("monitor").unwrap()).unwrap());
+    let waits = count_waits(&gil);
+    gil.acquire(tok(1)).unwrap();
+    let waiter = {
+        let gil = gil.clone();
+        thread::spawn(move || {
+            gil.acquire(tok(2)).unwrap();
+            thread::sleep(Duration::from_millis(5));
+            gil.release(tok(2), ReleaseReason::Final).unwrap();
+        })
+    };
+    wait_until("the waiter to queue", || waits.load(SeqCst) == 1);
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    // Free for an instant, but promised to the queued waiter.
+    let mut took = false;
+    while !took && gil.last_holder() != Some(tok(2)) {
+        took = gil.try_acquire(tok(3)).unwrap();
+    }
+    assert!(!took, "try_acquire overtook a queued waiter");
+    waiter.join().unwrap();
+}
+
+#[test]
+fn a_monitored_lock_works_in_a_fork_child() {
+    let gil = Arc::new(Gil::new(GilConfig::preset("priority-monitor").unwrap().switch_interval_us(1_000)).unwrap());
+    // Start the monitor in the parent.
+    gil.acquire(tok(1)).unwrap();
+    let w = {
+        let gil = gil.clone();
+        thread::spawn(move || {
+            gil.acquire(tok(2)).unwrap();
+            gil.release(tok(2), ReleaseReason::Final).unwrap();
+        })
+    };
+    while !gil.drop_requested() {
+        thread::yield_now();
+    }
+    gil.release(tok(1), ReleaseReason::Forced).unwrap();
+    w.join().unwrap();
+    gil.acquire(tok(1)).unwrap();
+    // SAFETY: the child only uses memory it owns, starts threads (glibc
+    // allows that after fork) and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let child = tok(0xC);
+        gil.reinit_after_fork(child);
+        // A waiter in the child: the drop request must come from a monitor
+        // thread started in the child (the parent's did not survive).
+        let w = {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                gil.acquire(tok(0xD)).unwrap();
+                gil.release(tok(0xD), ReleaseReason::Final).unwrap();
+            })
+        };
+        let t = Instant::now();
+        let mut asked = false;
+        while t.elapsed() < Duration::from_secs(30) {
+            if gil.drop_requested() {
+                asked = true;
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let ok = asked && gil.release(child, ReleaseReason::Forced).is_ok() && w.join().is_ok() && gil.is_idle();
+        // SAFETY: `_exit` ends the child without the parent's atexit handlers.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: our own child; `status` is a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child failed: {status}"
+    );
+    gil.release(tok(1), ReleaseReason::Final).unwrap();
+}

@@ -93,12 +93,21 @@ fn check(gil: &Gil, model: &Model) -> Result<(), TestCaseError> {
 }
 
 fn run(lazy: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
-    // A 1 µs threshold: a waiter takes a lazily released lock over at once.
     let config = if lazy {
         GilConfig::new().lazy_release_us(Some(1))
     } else {
         GilConfig::new()
     };
+    run_config(config, ops)
+}
+
+/// Runs `ops` on a lock built from `config`. A lazy configuration's
+/// threshold is set to 1 µs, so that a thread that finds another's call in
+/// progress takes it over at once (itself, or through the monitor thread).
+fn run_config(config: GilConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let probe = Gil::new(config.clone()).unwrap();
+    let lazy = probe.lazy_release_us().is_some();
+    let config = if lazy { config.lazy_release_us(Some(1)) } else { config };
     let gil = Gil::new(config).unwrap();
     let mut m = Model {
         lazy,
@@ -205,5 +214,15 @@ proptest! {
     #[test]
     fn lazy_lock_matches_the_sequential_model(ops in proptest::collection::vec(op(), 1..64)) {
         run(true, ops)?;
+    }
+
+    /// Every preset (priority classes, the monitor thread) behaves the same
+    /// for one thread at a time.
+    #[test]
+    fn every_preset_matches_the_sequential_model(
+        preset in proptest::sample::select(gil_core::PRESETS),
+        ops in proptest::collection::vec(op(), 1..64),
+    ) {
+        run_config(GilConfig::preset(preset).unwrap(), ops)?;
     }
 }

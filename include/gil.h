@@ -33,6 +33,9 @@
 // Largest accepted switch interval, in microseconds (one hour).
 #define GIL_MAX_SWITCH_INTERVAL_US 3600000000
 
+// Number of buckets in each histogram of `gil_histograms_t`.
+#define GIL_HISTOGRAM_BUCKETS 64
+
 // What a call did. The numbers are fixed forever; a retired code is never
 // reused.
 enum gil_result_t
@@ -63,6 +66,8 @@ enum gil_result_t
   GIL_ERR_INVALID_ARGUMENT = 8,
   // `gil_policy_from_name` does not know the name.
   GIL_ERR_UNKNOWN_POLICY = 9,
+  // A file could not be written (`gil_trace_stop`); nothing else changed.
+  GIL_ERR_IO = 10,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -106,6 +111,12 @@ typedef struct {
   // call has lasted this many microseconds. 0 (the default): off, every
   // release is real, as in CPython.
   uint64_t lazy_release_us;
+  // Non-zero: the process's monitor thread keeps this lock's time and
+  // waiters are served first come, first served (see gil-core's
+  // `GilConfig::monitor`). Default: 0, every waiter times its own wait.
+  uint32_t monitor;
+  // Reserved, must be 0.
+  uint32_t reserved;
 } gil_config_t;
 
 // Called as `callback(user_data)` by `gil_acquire_or_abort` each time a
@@ -138,7 +149,46 @@ typedef struct {
   uint64_t lazy_releases;
   // Lazy release: calls that outlasted the threshold while a thread waited.
   uint64_t lazy_takeovers;
+  // Priority policy: CPU-class waiters served first after the starvation bound.
+  uint64_t starvation_promotions;
 } gil_counters_t;
+
+// What an event is about: one of the `GIL_EVENT_*` values.
+typedef uint32_t gil_event_kind_t;
+
+// One event, passed to a `gil_event_cb`. Valid only during the call.
+typedef struct {
+  // A `GIL_EVENT_*` value.
+  gil_event_kind_t kind;
+  // For `GIL_EVENT_RELEASED`: a `GIL_RELEASE_*` value; otherwise 0.
+  gil_release_reason_t reason;
+  // The thread it happened to.
+  void *token;
+  // The thread on the other side, or NULL (see the kinds).
+  void *other;
+  // When, in nanoseconds of `gil_now_ns()`'s clock.
+  uint64_t time_ns;
+} gil_event_t;
+
+// Called as `callback(user_data, event)` for each event of a lock, on the
+// thread it happens on, sometimes under the lock's internal mutex: it must
+// be short, must not block and must not call any function on the same
+// lock. It may be called from any thread.
+typedef void (*gil_event_cb)(void *user_data,
+                             const gil_event_t *event);
+
+// Histograms of one lock, filled by `gil_get_histograms`. Bucket `i`
+// counts durations in [2^i, 2^(i+1)) nanoseconds (bucket 0 also counts 0).
+typedef struct {
+  // Set by the caller to `sizeof(gil_histograms_t)` before the call.
+  uint32_t struct_size;
+  // Reserved, always 0.
+  uint32_t reserved;
+  // Time from asking for the lock to getting it, for waits.
+  uint64_t wait[GIL_HISTOGRAM_BUCKETS];
+  // Time from getting the lock to letting go of it.
+  uint64_t hold[GIL_HISTOGRAM_BUCKETS];
+} gil_histograms_t;
 
 // Around a blocking call. If a drop request is pending, it is answered like
 // `GIL_RELEASE_FORCED` (as CPython's `drop_gil`).
@@ -159,6 +209,27 @@ typedef struct {
 // release forced); an I/O-class waiter preempts a CPU-class holder at once;
 // a CPU-class waiter is served first after 10 switch intervals.
 #define GIL_POLICY_PRIORITY 1
+
+// `token` found the lock taken and started waiting.
+#define GIL_EVENT_WAIT_START 0
+
+// `token` took the lock.
+#define GIL_EVENT_ACQUIRED 1
+
+// `token` let go of the lock; `reason` is a `GIL_RELEASE_*` value.
+#define GIL_EVENT_RELEASED 2
+
+// The holder `token` was asked to drop the lock; `other` asked (NULL: the
+// monitor thread).
+#define GIL_EVENT_DROP_REQUESTED 3
+
+// `token`'s forced release ended with another thread (`other`, if still
+// known) holding the lock.
+#define GIL_EVENT_FORCED_SWITCH 4
+
+// `token`'s lazily released call outlasted the threshold and the lock was
+// taken over, by `other` (NULL: by the monitor thread, for the waiters).
+#define GIL_EVENT_LAZY_TAKEOVER 5
 
 #ifdef __cplusplus
 extern "C" {
@@ -351,7 +422,9 @@ gil_result_t gil_get_lazy_release(const gil_t *gil,
 
 // The name of preset number `index` (0, 1, ...), a static string; NULL past
 // the last one. The presets: "classic" (CPython's GIL), "priority",
-// "lazy" (classic + lazy release), "priority-lazy". Any thread.
+// "lazy" (classic + lazy release), "priority-lazy", and the same timed by
+// the monitor thread: "monitor", "priority-monitor",
+// "priority-lazy-monitor". Any thread.
 const char *gil_preset_name(size_t index);
 
 // Fills `*config_out` (all fields, `struct_size` included) with the preset
@@ -364,6 +437,58 @@ const char *gil_preset_name(size_t index);
 // writable for a `gil_config_t`.
 gil_result_t gil_config_preset(const char *name,
                                gil_config_t *config_out);
+
+// `*monitor_out` = whether the process's monitor thread keeps this lock's
+// time. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `monitor_out` is NULL or writable.
+gil_result_t gil_get_monitor(const gil_t *gil,
+                             bool *monitor_out);
+
+// How many times the process's monitor thread has woken up (0 if it never
+// ran). It does not change while no monitored lock has a waiter. Any thread.
+uint64_t gil_monitor_wakeups(void);
+
+// Nanoseconds on the monotonic clock of `gil_event_t.time_ns`, shared by
+// every lock in the process. Any thread.
+uint64_t gil_now_ns(void);
+
+// Installs `callback` (with `user_data`) as the lock's event hook,
+// replacing any hook; a NULL callback removes it. Returns once no thread is
+// still inside the hook it replaced, so the caller may free that hook's
+// user data. Must not be called from inside a hook. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `callback`, if not NULL, follows
+// `gil_event_cb`'s contract with `user_data`.
+gil_result_t gil_set_event_hook(gil_t *gil,
+                                gil_event_cb callback,
+                                void *user_data);
+
+// Turns the lock's wait-time and hold-time histograms on (`on` true) or
+// off. They are off by default: hold times cost a clock read per
+// acquisition and release. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock.
+gil_result_t gil_set_histograms(gil_t *gil,
+                                bool on);
+
+// Empties the lock's histograms. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock.
+gil_result_t gil_reset_histograms(gil_t *gil);
+
+// Fills `*histograms_out`, whose `struct_size` the caller must set to
+// `sizeof(gil_histograms_t)` first. A racy snapshot. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `histograms_out` is NULL or points to a
+// writable `gil_histograms_t`.
+gil_result_t gil_get_histograms(const gil_t *gil,
+                                gil_histograms_t *histograms_out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -19,7 +19,7 @@ use std::mem::{offset_of, size_of};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use gil_core::{Gil, GilConfig, GilError, Policy, ReleaseReason, Token};
+use gil_core::{Event, EventKind, Gil, GilConfig, GilError, Policy, ReleaseReason, Token};
 
 /// Major version of this library; matches `Cargo.toml`.
 pub const GIL_VERSION_MAJOR: u32 = 0;
@@ -56,6 +56,8 @@ pub enum gil_result_t {
     GIL_ERR_INVALID_ARGUMENT = 8,
     /// `gil_policy_from_name` does not know the name.
     GIL_ERR_UNKNOWN_POLICY = 9,
+    /// A file could not be written (`gil_trace_stop`); nothing else changed.
+    GIL_ERR_IO = 10,
 }
 use gil_result_t::*;
 
@@ -119,6 +121,12 @@ pub struct gil_config_t {
     /// call has lasted this many microseconds. 0 (the default): off, every
     /// release is real, as in CPython.
     pub lazy_release_us: u64,
+    /// Non-zero: the process's monitor thread keeps this lock's time and
+    /// waiters are served first come, first served (see gil-core's
+    /// `GilConfig::monitor`). Default: 0, every waiter times its own wait.
+    pub monitor: u32,
+    /// Reserved, must be 0.
+    pub reserved: u32,
 }
 
 /// Counters of one lock, filled by `gil_get_counters`.
@@ -145,6 +153,66 @@ pub struct gil_counters_t {
     pub lazy_releases: u64,
     /// Lazy release: calls that outlasted the threshold while a thread waited.
     pub lazy_takeovers: u64,
+    /// Priority policy: CPU-class waiters served first after the starvation bound.
+    pub starvation_promotions: u64,
+}
+
+/// What an event is about: one of the `GIL_EVENT_*` values.
+pub type gil_event_kind_t = u32;
+/// `token` found the lock taken and started waiting.
+pub const GIL_EVENT_WAIT_START: gil_event_kind_t = 0;
+/// `token` took the lock.
+pub const GIL_EVENT_ACQUIRED: gil_event_kind_t = 1;
+/// `token` let go of the lock; `reason` is a `GIL_RELEASE_*` value.
+pub const GIL_EVENT_RELEASED: gil_event_kind_t = 2;
+/// The holder `token` was asked to drop the lock; `other` asked (NULL: the
+/// monitor thread).
+pub const GIL_EVENT_DROP_REQUESTED: gil_event_kind_t = 3;
+/// `token`'s forced release ended with another thread (`other`, if still
+/// known) holding the lock.
+pub const GIL_EVENT_FORCED_SWITCH: gil_event_kind_t = 4;
+/// `token`'s lazily released call outlasted the threshold and the lock was
+/// taken over, by `other` (NULL: by the monitor thread, for the waiters).
+pub const GIL_EVENT_LAZY_TAKEOVER: gil_event_kind_t = 5;
+
+/// One event, passed to a `gil_event_cb`. Valid only during the call.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gil_event_t {
+    /// A `GIL_EVENT_*` value.
+    pub kind: gil_event_kind_t,
+    /// For `GIL_EVENT_RELEASED`: a `GIL_RELEASE_*` value; otherwise 0.
+    pub reason: gil_release_reason_t,
+    /// The thread it happened to.
+    pub token: *mut c_void,
+    /// The thread on the other side, or NULL (see the kinds).
+    pub other: *mut c_void,
+    /// When, in nanoseconds of `gil_now_ns()`'s clock.
+    pub time_ns: u64,
+}
+
+/// Called as `callback(user_data, event)` for each event of a lock, on the
+/// thread it happens on, sometimes under the lock's internal mutex: it must
+/// be short, must not block and must not call any function on the same
+/// lock. It may be called from any thread.
+pub type gil_event_cb = Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const gil_event_t)>;
+
+/// Number of buckets in each histogram of `gil_histograms_t`.
+pub const GIL_HISTOGRAM_BUCKETS: usize = 64;
+
+/// Histograms of one lock, filled by `gil_get_histograms`. Bucket `i`
+/// counts durations in [2^i, 2^(i+1)) nanoseconds (bucket 0 also counts 0).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gil_histograms_t {
+    /// Set by the caller to `sizeof(gil_histograms_t)` before the call.
+    pub struct_size: u32,
+    /// Reserved, always 0.
+    pub reserved: u32,
+    /// Time from asking for the lock to getting it, for waits.
+    pub wait: [u64; GIL_HISTOGRAM_BUCKETS],
+    /// Time from getting the lock to letting go of it.
+    pub hold: [u64; GIL_HISTOGRAM_BUCKETS],
 }
 
 /// A lock. Opaque: create with `gil_new`, destroy with `gil_free`.
@@ -259,6 +327,7 @@ pub extern "C" fn gil_result_str(result: u32) -> *const c_char {
         7 => c"the wait for the lock was aborted by the caller's callback",
         8 => c"an argument is out of range",
         9 => c"unknown policy name",
+        10 => c"a file could not be written",
         _ => c"unknown result code",
     };
     text.as_ptr()
@@ -279,6 +348,8 @@ pub unsafe extern "C" fn gil_config_init(config: *mut gil_config_t) -> gil_resul
             on_drop_request: None,
             user_data: ptr::null_mut(),
             lazy_release_us: 0,
+            monitor: 0,
+            reserved: 0,
         };
         // SAFETY: forwarded from this function's contract.
         unsafe { write_out(config, defaults) }
@@ -297,6 +368,8 @@ unsafe fn read_config(config: *const gil_config_t) -> Result<gil_config_t, gil_r
         on_drop_request: None,
         user_data: ptr::null_mut(),
         lazy_release_us: 0,
+        monitor: 0,
+        reserved: 0,
     };
     // SAFETY: the first field is always there (the caller sets it).
     let size = unsafe { ptr::addr_of!((*config).struct_size).read_unaligned() } as usize;
@@ -330,10 +403,14 @@ pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut
             // SAFETY: forwarded from this function's contract.
             let c = unsafe { read_config(config) }?;
             let policy = policy_from_raw(c.policy).map_err(|_| GIL_ERR_INVALID_CONFIG)?;
+            if c.reserved != 0 {
+                return Err(GIL_ERR_INVALID_CONFIG);
+            }
             builder = builder
                 .switch_interval_us(c.switch_interval_us)
                 .policy(policy)
-                .lazy_release_us((c.lazy_release_us != 0).then_some(c.lazy_release_us));
+                .lazy_release_us((c.lazy_release_us != 0).then_some(c.lazy_release_us))
+                .monitor(c.monitor != 0);
             if let Some(callback) = c.on_drop_request {
                 let cb = DropCallback {
                     callback,
@@ -651,6 +728,7 @@ pub unsafe extern "C" fn gil_get_counters(gil: *const gil_t, counters_out: *mut 
             preemptions: c.preemptions,
             lazy_releases: c.lazy_releases,
             lazy_takeovers: c.lazy_takeovers,
+            starvation_promotions: c.starvation_promotions,
         };
         // SAFETY: `size` bytes are writable at `counters_out` (contract) and
         // readable from `full` (checked `size <= sizeof`).
@@ -711,10 +789,20 @@ pub unsafe extern "C" fn gil_get_lazy_release(gil: *const gil_t, us_out: *mut u6
 
 /// The name of preset number `index` (0, 1, ...), a static string; NULL past
 /// the last one. The presets: "classic" (CPython's GIL), "priority",
-/// "lazy" (classic + lazy release), "priority-lazy". Any thread.
+/// "lazy" (classic + lazy release), "priority-lazy", and the same timed by
+/// the monitor thread: "monitor", "priority-monitor",
+/// "priority-lazy-monitor". Any thread.
 #[no_mangle]
 pub extern "C" fn gil_preset_name(index: usize) -> *const c_char {
-    static NAMES: [&CStr; 4] = [c"classic", c"priority", c"lazy", c"priority-lazy"];
+    static NAMES: [&CStr; 7] = [
+        c"classic",
+        c"priority",
+        c"lazy",
+        c"priority-lazy",
+        c"monitor",
+        c"priority-monitor",
+        c"priority-lazy-monitor",
+    ];
     guard(ptr::null(), || NAMES.get(index).map_or(ptr::null(), |n| n.as_ptr()))
 }
 
@@ -745,9 +833,170 @@ pub unsafe extern "C" fn gil_config_preset(name: *const c_char, config_out: *mut
             on_drop_request: None,
             user_data: ptr::null_mut(),
             lazy_release_us: gil.lazy_release_us().unwrap_or(0),
+            monitor: u32::from(gil.uses_monitor()),
+            reserved: 0,
         };
         // SAFETY: checked non-NULL; writable by the contract.
         unsafe { config_out.write(config) };
+        Ok(())
+    })
+}
+
+/// `*monitor_out` = whether the process's monitor thread keeps this lock's
+/// time. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `monitor_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_monitor(gil: *const gil_t, monitor_out: *mut bool) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(monitor_out, gil.uses_monitor()) }
+    })
+}
+
+/// How many times the process's monitor thread has woken up (0 if it never
+/// ran). It does not change while no monitored lock has a waiter. Any thread.
+#[no_mangle]
+pub extern "C" fn gil_monitor_wakeups() -> u64 {
+    guard(0, gil_core::monitor_wakeups)
+}
+
+/// Nanoseconds on the monotonic clock of `gil_event_t.time_ns`, shared by
+/// every lock in the process. Any thread.
+#[no_mangle]
+pub extern "C" fn gil_now_ns() -> u64 {
+    guard(0, gil_core::now_ns)
+}
+
+/// The C hook and its user data, callable from any thread (the caller of
+/// `gil_set_event_hook` promises that, see `gil_event_cb`).
+struct EventCallback {
+    callback: unsafe extern "C" fn(*mut c_void, *const gil_event_t),
+    user_data: *mut c_void,
+}
+// SAFETY: `gil_event_cb`'s contract makes the callback and its user data
+// usable from any thread; we only pass the pointer back.
+unsafe impl Send for EventCallback {}
+// SAFETY: as above; we never dereference `user_data`.
+unsafe impl Sync for EventCallback {}
+
+impl EventCallback {
+    fn call(&self, e: &Event) {
+        let (kind, reason) = match e.kind {
+            EventKind::WaitStart => (GIL_EVENT_WAIT_START, 0),
+            EventKind::Acquired => (GIL_EVENT_ACQUIRED, 0),
+            EventKind::Released(r) => (GIL_EVENT_RELEASED, reason_to_raw(r)),
+            EventKind::DropRequested => (GIL_EVENT_DROP_REQUESTED, 0),
+            EventKind::ForcedSwitch => (GIL_EVENT_FORCED_SWITCH, 0),
+            EventKind::LazyTakeover => (GIL_EVENT_LAZY_TAKEOVER, 0),
+            _ => return, // a kind this C ABI does not know yet
+        };
+        let event = gil_event_t {
+            kind,
+            reason,
+            token: e.token.get() as *mut c_void,
+            other: e.other.map_or(ptr::null_mut(), |t| t.get() as *mut c_void),
+            time_ns: e.time_ns,
+        };
+        // SAFETY: the caller of gil_set_event_hook promised a callback that
+        // accepts its user data and an event pointer valid for the call.
+        unsafe { (self.callback)(self.user_data, &event) }
+    }
+}
+
+fn reason_to_raw(reason: ReleaseReason) -> gil_release_reason_t {
+    match reason {
+        ReleaseReason::Voluntary => GIL_RELEASE_VOLUNTARY,
+        ReleaseReason::Forced => GIL_RELEASE_FORCED,
+        ReleaseReason::Final => GIL_RELEASE_FINAL,
+    }
+}
+
+/// Installs `callback` (with `user_data`) as the lock's event hook,
+/// replacing any hook; a NULL callback removes it. Returns once no thread is
+/// still inside the hook it replaced, so the caller may free that hook's
+/// user data. Must not be called from inside a hook. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `callback`, if not NULL, follows
+/// `gil_event_cb`'s contract with `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_set_event_hook(
+    gil: *mut gil_t,
+    callback: gil_event_cb,
+    user_data: *mut c_void,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        let hook = callback.map(|callback| {
+            let cb = EventCallback { callback, user_data };
+            std::sync::Arc::new(move |e: &Event| cb.call(e)) as gil_core::EventHook
+        });
+        gil.set_event_hook(hook);
+        Ok(())
+    })
+}
+
+/// Turns the lock's wait-time and hold-time histograms on (`on` true) or
+/// off. They are off by default: hold times cost a clock read per
+/// acquisition and release. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock.
+#[no_mangle]
+pub unsafe extern "C" fn gil_set_histograms(gil: *mut gil_t, on: bool) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { lock_ref(gil) }?.set_histograms(on);
+        Ok(())
+    })
+}
+
+/// Empties the lock's histograms. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock.
+#[no_mangle]
+pub unsafe extern "C" fn gil_reset_histograms(gil: *mut gil_t) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { lock_ref(gil) }?.reset_histograms();
+        Ok(())
+    })
+}
+
+/// Fills `*histograms_out`, whose `struct_size` the caller must set to
+/// `sizeof(gil_histograms_t)` first. A racy snapshot. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `histograms_out` is NULL or points to a
+/// writable `gil_histograms_t`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_histograms(gil: *const gil_t, histograms_out: *mut gil_histograms_t) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        if histograms_out.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        // SAFETY: non-NULL; the first field is readable by the contract.
+        let size = unsafe { ptr::addr_of!((*histograms_out).struct_size).read_unaligned() } as usize;
+        if size != size_of::<gil_histograms_t>() {
+            return Err(GIL_ERR_INVALID_ARGUMENT);
+        }
+        let h = gil.histograms();
+        let out = gil_histograms_t {
+            struct_size: size as u32,
+            reserved: 0,
+            wait: h.wait.buckets,
+            hold: h.hold.buckets,
+        };
+        // SAFETY: non-NULL, and writable for a whole struct by the contract.
+        unsafe { histograms_out.write(out) };
         Ok(())
     })
 }
@@ -780,6 +1029,7 @@ mod tests {
 
     #[test]
     fn constants_match_the_core() {
+        assert_eq!(GIL_HISTOGRAM_BUCKETS, gil_core::HISTOGRAM_BUCKETS);
         assert_eq!(GIL_DEFAULT_SWITCH_INTERVAL_US, gil_core::DEFAULT_SWITCH_INTERVAL_US);
         assert_eq!(GIL_MAX_SWITCH_INTERVAL_US, gil_core::MAX_SWITCH_INTERVAL_US);
         for &p in Policy::ALL {
@@ -793,7 +1043,7 @@ mod tests {
 
     #[test]
     fn every_result_code_has_its_own_text() {
-        let texts: Vec<_> = (0..=9u32)
+        let texts: Vec<_> = (0..=10u32)
             // SAFETY: gil_result_str always returns a static C string.
             .map(|c| unsafe { CStr::from_ptr(gil_result_str(c)) }.to_owned())
             .collect();

@@ -397,7 +397,7 @@ static void test_misuse_codes(void) {
         CHECK(p == 42);
         CHECK(strcmp(gil_policy_name(GIL_POLICY_CLASSIC), "classic") == 0);
         CHECK(gil_policy_name(77) == NULL);
-        for (uint32_t code = 0; code <= GIL_ERR_UNKNOWN_POLICY; code++) {
+        for (uint32_t code = 0; code <= GIL_ERR_IO; code++) {
             CHECK(gil_result_str(code) != NULL);
             CHECK(strcmp(gil_result_str(code), gil_result_str(1000)) != 0);
         }
@@ -412,8 +412,9 @@ static void test_presets_and_policies(void) {
     gil_t *gil = NULL;
     size_t n = 0;
     while (gil_preset_name(n) != NULL) n++;
-    CHECK(n == 4);
+    CHECK(n == 7);
     CHECK(strcmp(gil_preset_name(0), "classic") == 0);
+    CHECK(strcmp(gil_preset_name(6), "priority-lazy-monitor") == 0);
 
     memset(&config, 0x5A, sizeof config);
     CHECK_RESULT(gil_config_preset("no-such-preset", &config), GIL_ERR_UNKNOWN_POLICY);
@@ -464,6 +465,126 @@ static void test_presets_and_policies(void) {
     CHECK_RESULT(gil_get_lazy_release(gil, &lazy), GIL_OK);
     CHECK(lazy == 0);
     CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
+/* ---- the monitor, events, histograms -------------------------------------- */
+
+enum { MAX_EVENTS = 4096 };
+
+struct event_log {
+    pthread_mutex_t mutex;
+    size_t n;
+    gil_event_t events[MAX_EVENTS];
+};
+
+static void record_event(void *user_data, const gil_event_t *event) {
+    struct event_log *log = user_data;
+    pthread_mutex_lock(&log->mutex);
+    if (log->n < MAX_EVENTS) log->events[log->n++] = *event;
+    pthread_mutex_unlock(&log->mutex);
+}
+
+struct spinner {
+    gil_t *gil;
+    int switches_wanted;
+    int switches;
+};
+
+/* A CPU-bound thread polling the drop-request flag. */
+static void *spin_worker(void *arg) {
+    struct spinner *s = arg;
+    if (gil_acquire(s->gil, s) != GIL_OK) abort();
+    while (s->switches < s->switches_wanted) {
+        bool handled = false;
+        if (gil_handle_drop_request(s->gil, s, &handled) != GIL_OK) abort();
+        if (handled) s->switches++;
+    }
+    if (gil_release(s->gil, s, GIL_RELEASE_FINAL) != GIL_OK) abort();
+    return NULL;
+}
+
+static void test_monitor_events_histograms(void) {
+    gil_config_t config;
+    gil_t *gil = NULL;
+    CHECK_RESULT(gil_config_preset("priority-monitor", &config), GIL_OK);
+    CHECK(config.monitor == 1 && config.policy == GIL_POLICY_PRIORITY);
+    config.switch_interval_us = 500;
+    config.reserved = 1;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_ERR_INVALID_CONFIG);
+    config.reserved = 0;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    bool monitor = false;
+    CHECK_RESULT(gil_get_monitor(gil, &monitor), GIL_OK);
+    CHECK(monitor);
+
+    static struct event_log log;
+    pthread_mutex_init(&log.mutex, NULL);
+    log.n = 0;
+    CHECK_RESULT(gil_set_event_hook(gil, record_event, &log), GIL_OK);
+    CHECK_RESULT(gil_set_histograms(gil, true), GIL_OK);
+
+    struct spinner sp[2] = {{gil, 3, 0}, {gil, 3, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, spin_worker, &sp[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK_RESULT(gil_set_event_hook(gil, NULL, NULL), GIL_OK);
+    size_t n = log.n; /* no hook runs any more */
+    CHECK(n > 0 && n < MAX_EVENTS);
+
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    CHECK_RESULT(gil_get_counters(gil, &c), GIL_OK);
+    uint64_t acquired = 0, released = 0, monitor_requests = 0;
+    void *holder = NULL;
+    int alternation_ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        const gil_event_t *e = &log.events[i];
+        if (i > 0 && e->time_ns + 1000000 < log.events[i - 1].time_ns) alternation_ok = 0;
+        switch (e->kind) {
+        case GIL_EVENT_ACQUIRED:
+            if (holder != NULL) alternation_ok = 0;
+            holder = e->token;
+            acquired++;
+            break;
+        case GIL_EVENT_RELEASED:
+            if (holder != e->token) alternation_ok = 0;
+            holder = NULL;
+            released++;
+            break;
+        case GIL_EVENT_DROP_REQUESTED:
+            if (e->other == NULL) monitor_requests++;
+            break;
+        default:
+            break;
+        }
+    }
+    CHECK(alternation_ok);
+    CHECK(acquired == c.acquisitions && released == acquired);
+    CHECK(monitor_requests > 0);           /* CPU vs CPU: the monitor's interval */
+    CHECK(c.forced_switches >= 6);
+    CHECK(gil_monitor_wakeups() > 0);
+    CHECK(gil_now_ns() >= log.events[n - 1].time_ns);
+
+    gil_histograms_t h;
+    memset(&h, 0, sizeof h);
+    h.struct_size = sizeof h - 1;
+    CHECK_RESULT(gil_get_histograms(gil, &h), GIL_ERR_INVALID_ARGUMENT);
+    h.struct_size = sizeof h;
+    CHECK_RESULT(gil_get_histograms(gil, &h), GIL_OK);
+    uint64_t holds = 0, waits = 0;
+    for (size_t i = 0; i < GIL_HISTOGRAM_BUCKETS; i++) {
+        holds += h.hold[i];
+        waits += h.wait[i];
+    }
+    CHECK(holds == c.acquisitions);
+    CHECK(waits >= 6);
+    CHECK_RESULT(gil_reset_histograms(gil), GIL_OK);
+    CHECK_RESULT(gil_get_histograms(gil, &h), GIL_OK);
+    CHECK(h.hold[0] == 0 && h.wait[10] == 0);
+    CHECK_RESULT(gil_set_histograms(NULL, true), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    pthread_mutex_destroy(&log.mutex);
 }
 
 /* ---- fork ---------------------------------------------------------------- */
@@ -546,6 +667,7 @@ int main(void) {
         {"forced_switch", test_forced_switch},
         {"misuse_codes", test_misuse_codes},
         {"presets_and_policies", test_presets_and_policies},
+        {"monitor_events_histograms", test_monitor_events_histograms},
         {"fork_in_threaded_process", test_fork_in_threaded_process},
     };
     int passed = 0;

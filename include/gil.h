@@ -115,8 +115,10 @@ typedef struct {
   // waiters are served first come, first served (see gil-core's
   // `GilConfig::monitor`). Default: 0, every waiter times its own wait.
   uint32_t monitor;
-  // Reserved, must be 0.
-  uint32_t reserved;
+  // A bounded spin: microseconds a waiter that has just asked the holder
+  // to drop watches the lock before it sleeps (at most 10000). Default:
+  // 0, no spinning, as in CPython.
+  uint32_t spin_us;
 } gil_config_t;
 
 // Called as `callback(user_data)` by `gil_acquire_or_abort` each time a
@@ -445,6 +447,14 @@ gil_result_t gil_config_preset(const char *name,
 // `gil` is NULL or a live lock; `monitor_out` is NULL or writable.
 gil_result_t gil_get_monitor(const gil_t *gil,
                              bool *monitor_out);
+
+// `*us_out` = the lock's spin limit in microseconds (0: no spinning). Any
+// thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `us_out` is NULL or writable.
+gil_result_t gil_get_spin(const gil_t *gil,
+                          uint64_t *us_out);
 
 // How many times the process's monitor thread has woken up (0 if it never
 // ran). It does not change while no monitored lock has a waiter. Any thread.

@@ -98,6 +98,19 @@ pub(crate) fn check_lazy_threshold(us: Option<u64>) -> Result<Option<u64>, GilEr
     }
 }
 
+/// The longest accepted spin: 10 ms. Spinning longer than a fraction of a
+/// switch interval only burns the CPU the holder may need.
+pub const MAX_SPIN_US: u64 = 10_000;
+
+/// Checks a spin limit; see [`MAX_SPIN_US`].
+pub(crate) fn check_spin(us: u64) -> Result<u64, GilError> {
+    if us <= MAX_SPIN_US {
+        Ok(us)
+    } else {
+        Err(GilError::InvalidSpin(us))
+    }
+}
+
 /// Checks a switch interval; see [`MAX_SWITCH_INTERVAL_US`].
 pub(crate) fn check_switch_interval(us: u64) -> Result<u64, GilError> {
     if us <= MAX_SWITCH_INTERVAL_US {
@@ -136,6 +149,7 @@ pub struct GilConfig {
     pub(crate) policy: Policy,
     pub(crate) lazy_release_us: Option<u64>,
     pub(crate) monitor: bool,
+    pub(crate) spin_us: u64,
     pub(crate) on_drop_request: Option<DropRequestCallback>,
 }
 
@@ -214,6 +228,17 @@ impl GilConfig {
         self
     }
 
+    /// A bounded spin: a waiter that has just asked the holder to drop (a
+    /// priority preemption, or the end of a switch interval) watches the lock
+    /// word for up to `us` microseconds before it sleeps, so that it takes
+    /// the lock without a sleep and a wake-up when the holder answers at
+    /// once. 0 (the default): no spinning, as CPython. At most
+    /// [`MAX_SPIN_US`]; `Gil::new` fails above.
+    pub fn spin_us(mut self, us: u64) -> Self {
+        self.spin_us = us;
+        self
+    }
+
     /// The host's drop-request callback; see [`DropRequestCallback`].
     pub fn on_drop_request(mut self, callback: impl Fn(Token) + Send + Sync + 'static) -> Self {
         self.on_drop_request = Some(Arc::new(callback));
@@ -231,6 +256,7 @@ impl fmt::Debug for GilConfig {
             .field("policy", &self.policy)
             .field("lazy_release_us", &self.lazy_release_us)
             .field("monitor", &self.monitor)
+            .field("spin_us", &self.spin_us)
             .field("on_drop_request", &self.on_drop_request.is_some())
             .finish()
     }

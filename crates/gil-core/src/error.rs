@@ -20,6 +20,8 @@ pub enum GilError {
     InvalidSwitchInterval(u64),
     /// A lazy-release threshold above `MAX_SWITCH_INTERVAL_US` microseconds.
     InvalidLazyThreshold(u64),
+    /// A spin limit above `MAX_SPIN_US` microseconds.
+    InvalidSpin(u64),
     /// `close` of a lock that is held or awaited.
     Busy,
     /// `acquire_or_abort` gave up because its abort check said so.
@@ -40,6 +42,11 @@ impl fmt::Display for GilError {
                 f,
                 "lazy-release threshold of {us} µs is out of range (0..={} µs)",
                 crate::MAX_SWITCH_INTERVAL_US
+            ),
+            GilError::InvalidSpin(us) => write!(
+                f,
+                "spin limit of {us} µs is out of range (0..={} µs)",
+                crate::MAX_SPIN_US
             ),
             GilError::Busy => f.write_str("the lock is held or awaited"),
             GilError::Aborted => f.write_str("the wait for the lock was aborted by the caller's check"),

@@ -103,7 +103,7 @@ mod token;
 
 pub use config::{
     DropRequestCallback, GilConfig, Policy, UnknownPolicy, DEFAULT_LAZY_RELEASE_US, DEFAULT_SWITCH_INTERVAL_US,
-    MAX_SWITCH_INTERVAL_US, PRESETS, STARVATION_INTERVALS,
+    MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, STARVATION_INTERVALS,
 };
 pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind};

@@ -392,9 +392,21 @@ fn lazy_takeover_vs_reclaim_exactly_one_wins() {
 fn priority_io_waiter_preempts_a_cpu_holder_without_a_timeout() {
     // No clock: no waiter can ever time out. C is CPU-class (its last
     // release was forced) and spins until asked to drop; I, a fresh
-    // (I/O-class) thread, must get it to drop at once.
-    loom::model(|| {
-        let gil = Arc::new(Gil::new(GilConfig::new().policy(gil_core::Policy::Priority)).unwrap());
+    // (I/O-class) thread, must get it to drop at once — also when I spins
+    // before sleeping (it lets go of the mutex to spin), and under the
+    // monitor.
+    for config in [
+        GilConfig::new(),
+        GilConfig::new().spin_us(10),
+        GilConfig::new().monitor(true).spin_us(10),
+    ] {
+        priority_preemption_model(config.policy(gil_core::Policy::Priority));
+    }
+}
+
+fn priority_preemption_model(config: GilConfig) {
+    loom::model(move || {
+        let gil = Arc::new(Gil::new(config.clone()).unwrap());
         let (c, i) = (tok(1), tok(2));
         gil.acquire(c).unwrap();
         gil.release(c, ReleaseReason::Forced).unwrap(); // nobody waits: returns at once

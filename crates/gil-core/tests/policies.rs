@@ -19,10 +19,12 @@ unsafe impl Sync for Unprotected {}
 
 #[test]
 fn every_preset_keeps_mutual_exclusion() {
-    for &name in PRESETS {
+    // Each preset as it is, and with a bounded spin.
+    for (name, spin_us) in PRESETS.iter().flat_map(|&n| [(n, 0), (n, 20)]) {
         const THREADS: usize = 6;
         const ROUNDS: u64 = 5_000;
-        let gil = Arc::new(Gil::new(GilConfig::preset(name).unwrap().switch_interval_us(50)).unwrap());
+        let config = GilConfig::preset(name).unwrap().switch_interval_us(50).spin_us(spin_us);
+        let gil = Arc::new(Gil::new(config).unwrap());
         let counter = Arc::new(Unprotected(UnsafeCell::new(0)));
         let barrier = Arc::new(Barrier::new(THREADS));
         let handles: Vec<_> = (0..THREADS)
@@ -60,8 +62,9 @@ fn every_preset_keeps_mutual_exclusion() {
             h.join().unwrap();
         }
         // SAFETY: all threads joined.
-        assert_eq!(unsafe { *counter.0.get() }, THREADS as u64 * ROUNDS, "preset {name}");
-        assert!(gil.is_idle(), "preset {name}: lock left held");
+        let total = unsafe { *counter.0.get() };
+        assert_eq!(total, THREADS as u64 * ROUNDS, "preset {name}, spin {spin_us}");
+        assert!(gil.is_idle(), "preset {name}, spin {spin_us}: lock left held");
     }
 }
 
@@ -88,6 +91,11 @@ fn presets_are_what_they_say() {
         (Policy::Priority, Some(gil_core::DEFAULT_LAZY_RELEASE_US), true)
     );
     assert!(GilConfig::preset("fifo-please").is_err());
+    assert_eq!(Gil::new(GilConfig::new().spin_us(50)).unwrap().spin_us(), 50);
+    assert_eq!(
+        Gil::new(GilConfig::new().spin_us(gil_core::MAX_SPIN_US + 1)).err(),
+        Some(GilError::InvalidSpin(gil_core::MAX_SPIN_US + 1))
+    );
     assert_eq!(
         Gil::new(GilConfig::new().lazy_release_us(Some(u64::MAX))).err(),
         Some(GilError::InvalidLazyThreshold(u64::MAX))

@@ -125,8 +125,10 @@ pub struct gil_config_t {
     /// waiters are served first come, first served (see gil-core's
     /// `GilConfig::monitor`). Default: 0, every waiter times its own wait.
     pub monitor: u32,
-    /// Reserved, must be 0.
-    pub reserved: u32,
+    /// A bounded spin: microseconds a waiter that has just asked the holder
+    /// to drop watches the lock before it sleeps (at most 10000). Default:
+    /// 0, no spinning, as in CPython.
+    pub spin_us: u32,
 }
 
 /// Counters of one lock, filled by `gil_get_counters`.
@@ -257,7 +259,9 @@ fn map_err(e: GilError) -> gil_result_t {
     match e {
         GilError::NotHolder => GIL_ERR_NOT_HOLDER,
         GilError::AlreadyHeld => GIL_ERR_ALREADY_HELD,
-        GilError::InvalidSwitchInterval(_) | GilError::InvalidLazyThreshold(_) => GIL_ERR_INVALID_CONFIG,
+        GilError::InvalidSwitchInterval(_) | GilError::InvalidLazyThreshold(_) | GilError::InvalidSpin(_) => {
+            GIL_ERR_INVALID_CONFIG
+        }
         GilError::Busy => GIL_ERR_BUSY,
         GilError::Aborted => GIL_ERR_ABORTED,
         _ => GIL_ERR_PANIC,
@@ -349,7 +353,7 @@ pub unsafe extern "C" fn gil_config_init(config: *mut gil_config_t) -> gil_resul
             user_data: ptr::null_mut(),
             lazy_release_us: 0,
             monitor: 0,
-            reserved: 0,
+            spin_us: 0,
         };
         // SAFETY: forwarded from this function's contract.
         unsafe { write_out(config, defaults) }
@@ -369,7 +373,7 @@ unsafe fn read_config(config: *const gil_config_t) -> Result<gil_config_t, gil_r
         user_data: ptr::null_mut(),
         lazy_release_us: 0,
         monitor: 0,
-        reserved: 0,
+        spin_us: 0,
     };
     // SAFETY: the first field is always there (the caller sets it).
     let size = unsafe { ptr::addr_of!((*config).struct_size).read_unaligned() } as usize;
@@ -403,14 +407,12 @@ pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut
             // SAFETY: forwarded from this function's contract.
             let c = unsafe { read_config(config) }?;
             let policy = policy_from_raw(c.policy).map_err(|_| GIL_ERR_INVALID_CONFIG)?;
-            if c.reserved != 0 {
-                return Err(GIL_ERR_INVALID_CONFIG);
-            }
             builder = builder
                 .switch_interval_us(c.switch_interval_us)
                 .policy(policy)
                 .lazy_release_us((c.lazy_release_us != 0).then_some(c.lazy_release_us))
-                .monitor(c.monitor != 0);
+                .monitor(c.monitor != 0)
+                .spin_us(u64::from(c.spin_us));
             if let Some(callback) = c.on_drop_request {
                 let cb = DropCallback {
                     callback,
@@ -834,7 +836,7 @@ pub unsafe extern "C" fn gil_config_preset(name: *const c_char, config_out: *mut
             user_data: ptr::null_mut(),
             lazy_release_us: gil.lazy_release_us().unwrap_or(0),
             monitor: u32::from(gil.uses_monitor()),
-            reserved: 0,
+            spin_us: gil.spin_us() as u32,
         };
         // SAFETY: checked non-NULL; writable by the contract.
         unsafe { config_out.write(config) };
@@ -854,6 +856,21 @@ pub unsafe extern "C" fn gil_get_monitor(gil: *const gil_t, monitor_out: *mut bo
         let gil = unsafe { lock_ref(gil) }?;
         // SAFETY: forwarded from this function's contract.
         unsafe { write_out(monitor_out, gil.uses_monitor()) }
+    })
+}
+
+/// `*us_out` = the lock's spin limit in microseconds (0: no spinning). Any
+/// thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `us_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_spin(gil: *const gil_t, us_out: *mut u64) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(us_out, gil.spin_us()) }
     })
 }
 

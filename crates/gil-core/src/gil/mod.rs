@@ -50,7 +50,9 @@ pub use monitor::monitor_wakeups;
 use crate::class::{self, ThreadClass};
 #[cfg(not(gil_loom))]
 use crate::config::STARVATION_INTERVALS;
-use crate::config::{check_lazy_threshold, check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US};
+use crate::config::{
+    check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US,
+};
 use crate::events::{now_ns, Event, EventHook, EventKind, HookSlot};
 use crate::stats::{Histogram, Histograms};
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard};
@@ -253,6 +255,8 @@ struct Inner {
     lazy_release: Option<Duration>,
     /// Timed by the monitor thread, waiters served in order (`monitor.rs`).
     monitor: bool,
+    /// How long a waiter that just asked for a drop spins before sleeping.
+    spin: Option<Duration>,
     on_drop_request: Option<DropRequestCallback>,
     /// Always a valid `Box<Slow>` from `Box::into_raw`; freed only in `Drop`.
     slow: AtomicPtr<Slow>,
@@ -270,6 +274,7 @@ impl Gil {
     pub fn new(config: GilConfig) -> Result<Gil, GilError> {
         let interval = check_switch_interval(config.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US))?;
         let lazy = check_lazy_threshold(config.lazy_release_us)?;
+        let spin = check_spin(config.spin_us)?;
         Ok(Gil {
             inner: Arc::new(Inner {
                 hot: CachePadded::new(Hot {
@@ -295,6 +300,7 @@ impl Gil {
                 policy: config.policy,
                 lazy_release: lazy.map(Duration::from_micros),
                 monitor: config.monitor,
+                spin: (spin > 0).then(|| Duration::from_micros(spin)),
                 on_drop_request: config.on_drop_request,
                 slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
                 hook: HookSlot::new(),
@@ -461,6 +467,12 @@ impl Gil {
     /// ([`GilConfig::monitor`]).
     pub fn uses_monitor(&self) -> bool {
         self.inner.monitor
+    }
+
+    /// The spin limit in microseconds (0: no spinning), see
+    /// [`GilConfig::spin_us`].
+    pub fn spin_us(&self) -> u64 {
+        self.inner.spin.map_or(0, |d| d.as_micros() as u64)
     }
 
     /// The lazy-release threshold in microseconds, `None` if lazy release is off.
@@ -1018,6 +1030,12 @@ impl Gil {
                         drop(room);
                         std::panic::resume_unwind(panic);
                     }
+                    if let Some(limit) = self.inner.spin {
+                        drop(room);
+                        self.spin_until_free(limit);
+                        room = slow.mutex.lock();
+                        continue;
+                    }
                 }
                 holder_running = Some(sn);
                 if self.inner.lazy_release.is_some() {
@@ -1076,6 +1094,11 @@ impl Gil {
                     drop(room);
                     std::panic::resume_unwind(panic);
                 }
+                if let Some(limit) = self.inner.spin {
+                    drop(room);
+                    self.spin_until_free(limit);
+                    room = slow.mutex.lock();
+                }
             }
         };
         took?;
@@ -1109,6 +1132,26 @@ impl Gil {
         if starving {
             room.starving -= 1;
         }
+    }
+
+    /// Watches the lock word, without the mutex, until the lock is free or
+    /// `limit` has passed (a bounded spin; see `GilConfig::spin_us`).
+    #[cfg(not(gil_loom))]
+    fn spin_until_free(&self, limit: Duration) {
+        let start = Instant::now();
+        while self.inner.hot.state.load(Relaxed) & LOCKED != 0 && start.elapsed() < limit {
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Under loom a spin is one look: loom explores the interleavings a
+    /// longer one would allow.
+    #[cfg(gil_loom)]
+    fn spin_until_free(&self, _limit: Duration) {
+        let _ = self.inner.hot.state.load(Relaxed);
+        crate::sync::yield_now();
     }
 
     /// Waits on `cond` for up to `timeout`; `true` if it timed out.
@@ -1258,6 +1301,7 @@ impl std::fmt::Debug for Gil {
             .field("policy", &self.inner.policy)
             .field("lazy_release_us", &self.lazy_release_us())
             .field("monitor", &self.inner.monitor)
+            .field("spin_us", &self.spin_us())
             .field("switch_interval_us", &self.switch_interval_us())
             .field("holder", &self.holder())
             .field("drop_requested", &self.drop_requested())

@@ -178,6 +178,12 @@ impl Gil {
                     drop(room);
                     std::panic::resume_unwind(panic);
                 }
+                if let Some(limit) = self.inner.spin {
+                    drop(room);
+                    self.spin_until_free(limit);
+                    room = slow.mutex.lock();
+                    continue;
+                }
             }
             let timed_out = if !room.monitor.registered {
                 // No monitor thread: keep the time ourselves.

@@ -4,6 +4,7 @@
 //! `Gil::loom_tick`).
 
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+pub(crate) use loom::thread::yield_now;
 pub(crate) use loom::thread_local;
 use std::ops::{Deref, DerefMut};
 

@@ -509,10 +509,13 @@ static void test_monitor_events_histograms(void) {
     CHECK_RESULT(gil_config_preset("priority-monitor", &config), GIL_OK);
     CHECK(config.monitor == 1 && config.policy == GIL_POLICY_PRIORITY);
     config.switch_interval_us = 500;
-    config.reserved = 1;
+    config.spin_us = 10001; /* above the 10 ms maximum */
     CHECK_RESULT(gil_new(&config, &gil), GIL_ERR_INVALID_CONFIG);
-    config.reserved = 0;
+    config.spin_us = 20;
     CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    uint64_t spin = 0;
+    CHECK_RESULT(gil_get_spin(gil, &spin), GIL_OK);
+    CHECK(spin == 20);
     bool monitor = false;
     CHECK_RESULT(gil_get_monitor(gil, &monitor), GIL_OK);
     CHECK(monitor);

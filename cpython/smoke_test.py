@@ -4,7 +4,9 @@ interpreter:  $RUSTGIL_PYTHON cpython/smoke_test.py [EXPECTED_POLICY]
 Checks that the GIL really is the library's, wired the way the shim says:
 _rustgil reports it, its counters move when threads contend, drop requests
 reach the holder, the switch interval goes through, PYTHONRUSTGIL selects
-the policy (an unknown one is a start-up error), a sub-interpreter with its
+the policy and its options (anything unknown is a start-up error), stats
+and histograms move, the monitor thread (under the monitor presets) works
+and sleeps when idle, a sub-interpreter with its
 own GIL gets its own lock, and the _Py_DebugOffsets view of _gil.locked and
 _gil.last_holder is what debuggers need.
 """
@@ -33,10 +35,14 @@ class RustGilSmoke(unittest.TestCase):
     def test_module_reports_the_library(self):
         self.assertRegex(_rustgil.version, r"^\d+\.\d+\.\d+$")
         self.assertEqual(_rustgil.policy(), EXPECTED_POLICY)
-        self.assertEqual(set(_rustgil.counters()),
-                         {"acquisitions", "switches", "drop_requests", "forced_switches", "wait_ns",
-                          "preemptions", "lazy_releases", "lazy_takeovers"})
+        counters = {"acquisitions", "switches", "drop_requests", "forced_switches", "wait_ns",
+                    "preemptions", "lazy_releases", "lazy_takeovers", "starvation_promotions"}
+        self.assertEqual(set(_rustgil.counters()), counters)
+        self.assertEqual(set(_rustgil.stats()),
+                         counters | {"histograms_enabled", "wait_histogram", "hold_histogram"})
         self.assertEqual(_rustgil.lazy_release() > 0, "lazy" in EXPECTED_POLICY)
+        self.assertEqual(_rustgil.monitor(), EXPECTED_POLICY.endswith("monitor"))
+        self.assertEqual(_rustgil.spin(), 0.0)
 
     def test_counters_move_when_threads_contend(self):
         before = _rustgil.counters()
@@ -50,6 +56,43 @@ class RustGilSmoke(unittest.TestCase):
         self.assertGreater(after["drop_requests"], before["drop_requests"])
         self.assertGreater(after["forced_switches"], before["forced_switches"])
         self.assertGreater(after["wait_ns"], before["wait_ns"])
+
+    def test_histograms_count_waits_and_holds(self):
+        _rustgil.enable_histograms()
+        try:
+            _rustgil.reset_histograms()
+            threads = [threading.Thread(target=spin, args=(0.1,)) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            s = _rustgil.stats()
+            self.assertTrue(s["histograms_enabled"])
+            self.assertEqual(len(s["wait_histogram"]), 64)
+            self.assertGreater(sum(s["wait_histogram"]), 2)
+            # Waits behind a spinning thread last about a switch interval (5 ms):
+            # most of them in the buckets from 2**20 ns (1 ms) up.
+            waits = s["wait_histogram"]
+            self.assertGreater(sum(waits[20:]), sum(waits[:20]) // 4)
+            self.assertGreater(sum(s["hold_histogram"]), 2)
+        finally:
+            _rustgil.enable_histograms(False)
+        self.assertFalse(_rustgil.stats()["histograms_enabled"])
+
+    @unittest.skipUnless(EXPECTED_POLICY.endswith("monitor"), "needs the monitor thread")
+    def test_the_monitor_works_and_sleeps_when_idle(self):
+        before = _rustgil.counters()
+        threads = [threading.Thread(target=spin, args=(0.1,)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertGreater(_rustgil.counters()["drop_requests"], before["drop_requests"])
+        self.assertGreater(_rustgil.monitor_wakeups(), 0)
+        time.sleep(0.1)  # its last look finds nobody waiting
+        idle = _rustgil.monitor_wakeups()
+        time.sleep(0.3)
+        self.assertEqual(_rustgil.monitor_wakeups(), idle, "the monitor woke up with nobody waiting")
 
     def test_blocking_calls_release_with_the_policy_in_force(self):
         before = _rustgil.counters()
@@ -83,10 +126,28 @@ class RustGilSmoke(unittest.TestCase):
         self.assertEqual((r.returncode, r.stdout.strip()), (0, "priority"), r.stderr)
 
     def test_environment_selects_the_policy(self):
-        for name in ("classic", "priority", "lazy", "priority-lazy"):
+        for name in ("classic", "priority", "lazy", "priority-lazy", "monitor", "priority-monitor",
+                     "priority-lazy-monitor"):
             r = self.run_python("import _rustgil; print(_rustgil.policy())", PYTHONRUSTGIL=name)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stdout.strip(), name)
+
+    def test_environment_options_tune_the_policy(self):
+        code = "import _rustgil as g; print(g.policy(), round(g.lazy_release() * 1e6), round(g.spin() * 1e6))"
+        r = self.run_python(code, PYTHONRUSTGIL="priority-lazy,lazy_us=30,spin_us=20")
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "priority-lazy 30 20"), r.stderr)
+        for bad, message in [
+            ("priority,lazy_us=30", "lazy_us needs a policy with lazy release"),
+            ("priority-lazy,lazy_us=0", "lazy_us must be a number"),
+            ("priority,spin_us=10001", "spin_us must be a number"),
+            ("priority,spin_us=-1", "spin_us must be a number"),
+            ("priority,spin", "is not KEY=VALUE"),
+            ("priority,fast=1", "unknown option 'fast'"),
+        ]:
+            r = self.run_python("print('should not run')", PYTHONRUSTGIL=bad)
+            self.assertNotEqual(r.returncode, 0, bad)
+            self.assertNotIn("should not run", r.stdout)
+            self.assertIn(message, r.stderr, bad)
 
     def test_unknown_policy_is_a_startup_error(self):
         r = self.run_python("print('should not run')", PYTHONRUSTGIL="no-such-policy")

@@ -485,6 +485,13 @@ gil_result_t gil_set_event_hook(gil_t *gil,
 gil_result_t gil_set_histograms(gil_t *gil,
                                 bool on);
 
+// `*on_out` = whether the lock's histograms are on. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `on_out` is NULL or writable.
+gil_result_t gil_get_histograms_enabled(const gil_t *gil,
+                                        bool *on_out);
+
 // Empties the lock's histograms. Any thread.
 //
 // # Safety

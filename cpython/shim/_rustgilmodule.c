@@ -5,13 +5,23 @@
  *
  *   _rustgil.version           the library's version (str)
  *   _rustgil.policy()          this interpreter's GIL policy: the preset
- *                              name (classic, priority, lazy, priority-lazy)
+ *                              name (classic, priority, lazy, priority-lazy,
+ *                              monitor, priority-monitor,
+ *                              priority-lazy-monitor)
  *   _rustgil.lazy_release()    the lazy-release threshold in seconds, 0.0
  *                              when off
+ *   _rustgil.spin()            the bounded spin in seconds, 0.0 when off
+ *   _rustgil.monitor()         whether the monitor thread keeps the time
+ *   _rustgil.monitor_wakeups() how often the process's monitor thread woke up
  *   _rustgil.switch_interval() the switch interval in seconds (float)
  *   _rustgil.counters()        dict: acquisitions, switches, drop_requests,
  *                              forced_switches, wait_ns, preemptions,
- *                              lazy_releases, lazy_takeovers
+ *                              lazy_releases, lazy_takeovers,
+ *                              starvation_promotions
+ *   _rustgil.enable_histograms(on=True), _rustgil.reset_histograms()
+ *   _rustgil.stats()           dict: the counters, plus histograms_enabled
+ *                              and wait_histogram / hold_histogram (lists of
+ *                              64 counts; bucket i: [2**i, 2**(i+1)) ns)
  */
 #ifndef Py_BUILD_CORE_BUILTIN
 #  define Py_BUILD_CORE_MODULE 1
@@ -53,26 +63,31 @@ rustgil_policy(PyObject *module, PyObject *Py_UNUSED(ignored))
     }
     gil_policy_t policy;
     uint64_t lazy_us;
+    bool monitor;
     gil_result_t r = gil_get_policy(lock, &policy);
     if (r == GIL_OK) {
         r = gil_get_lazy_release(lock, &lazy_us);
     }
+    if (r == GIL_OK) {
+        r = gil_get_monitor(lock, &monitor);
+    }
     if (r != GIL_OK) {
         return lock_error("gil_get_policy", r);
     }
-    /* The preset's name: the policy, "-lazy" with lazy release (plain
-       "lazy" for classic + lazy release). */
+    /* The preset's name: the policy, then "-lazy" with lazy release, then
+       "-monitor" with the monitor; classic is left out where something
+       follows ("lazy", "monitor"). */
     const char *name = gil_policy_name(policy);
     if (name == NULL) {
         name = "unknown";
     }
-    if (lazy_us == 0) {
-        return PyUnicode_FromString(name);
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s%s%s", name, lazy_us ? "-lazy" : "", monitor ? "-monitor" : "");
+    const char *shown = buf;
+    if (policy == GIL_POLICY_CLASSIC && (lazy_us || monitor)) {
+        shown = buf + strlen("classic-");
     }
-    if (policy == GIL_POLICY_CLASSIC) {
-        return PyUnicode_FromString("lazy");
-    }
-    return PyUnicode_FromFormat("%s-lazy", name);
+    return PyUnicode_FromString(shown);
 }
 
 static PyObject *
@@ -105,6 +120,42 @@ rustgil_lazy_release(PyObject *module, PyObject *Py_UNUSED(ignored))
     return PyFloat_FromDouble((double)us / 1e6);
 }
 
+static PyObject *
+rustgil_spin(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    uint64_t us;
+    gil_result_t r = gil_get_spin(lock, &us);
+    if (r != GIL_OK) {
+        return lock_error("gil_get_spin", r);
+    }
+    return PyFloat_FromDouble((double)us / 1e6);
+}
+
+static PyObject *
+rustgil_monitor(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    bool monitor;
+    gil_result_t r = gil_get_monitor(lock, &monitor);
+    if (r != GIL_OK) {
+        return lock_error("gil_get_monitor", r);
+    }
+    return PyBool_FromLong(monitor);
+}
+
+static PyObject *
+rustgil_monitor_wakeups(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromUnsignedLongLong(gil_monitor_wakeups());
+}
+
 static int
 set_u64(PyObject *dict, const char *key, uint64_t value)
 {
@@ -117,13 +168,10 @@ set_u64(PyObject *dict, const char *key, uint64_t value)
     return rc;
 }
 
+/* The counters into a new dict, or NULL with an exception set. */
 static PyObject *
-rustgil_counters(PyObject *module, PyObject *Py_UNUSED(ignored))
+counters_dict(gil_t *lock)
 {
-    gil_t *lock = current_lock();
-    if (lock == NULL) {
-        return NULL;
-    }
     gil_counters_t c;
     memset(&c, 0, sizeof c);
     c.struct_size = sizeof c;
@@ -139,11 +187,113 @@ rustgil_counters(PyObject *module, PyObject *Py_UNUSED(ignored))
         set_u64(d, "drop_requests", c.drop_requests) < 0 ||
         set_u64(d, "forced_switches", c.forced_switches) < 0 || set_u64(d, "wait_ns", c.wait_ns) < 0 ||
         set_u64(d, "preemptions", c.preemptions) < 0 || set_u64(d, "lazy_releases", c.lazy_releases) < 0 ||
-        set_u64(d, "lazy_takeovers", c.lazy_takeovers) < 0) {
+        set_u64(d, "lazy_takeovers", c.lazy_takeovers) < 0 ||
+        set_u64(d, "starvation_promotions", c.starvation_promotions) < 0) {
         Py_DECREF(d);
         return NULL;
     }
     return d;
+}
+
+static PyObject *
+rustgil_counters(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    return lock == NULL ? NULL : counters_dict(lock);
+}
+
+static PyObject *
+histogram_list(const uint64_t *buckets)
+{
+    PyObject *list = PyList_New(GIL_HISTOGRAM_BUCKETS);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < GIL_HISTOGRAM_BUCKETS; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(buckets[i]);
+        if (v == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, v);
+    }
+    return list;
+}
+
+static int
+set_owned(PyObject *dict, const char *key, PyObject *value)
+{
+    if (value == NULL) {
+        return -1;
+    }
+    int rc = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *
+rustgil_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    gil_histograms_t h;
+    memset(&h, 0, sizeof h);
+    h.struct_size = sizeof h;
+    gil_result_t r = gil_get_histograms(lock, &h);
+    if (r != GIL_OK) {
+        return lock_error("gil_get_histograms", r);
+    }
+    bool enabled = false;
+    r = gil_get_histograms_enabled(lock, &enabled);
+    if (r != GIL_OK) {
+        return lock_error("gil_get_histograms_enabled", r);
+    }
+    PyObject *d = counters_dict(lock);
+    if (d == NULL) {
+        return NULL;
+    }
+    if (set_owned(d, "histograms_enabled", PyBool_FromLong(enabled)) < 0 ||
+        set_owned(d, "wait_histogram", histogram_list(h.wait)) < 0 ||
+        set_owned(d, "hold_histogram", histogram_list(h.hold)) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *
+rustgil_enable_histograms(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"on", NULL};
+    int on = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:enable_histograms", keywords, &on)) {
+        return NULL;
+    }
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    gil_result_t r = gil_set_histograms(lock, on != 0);
+    if (r != GIL_OK) {
+        return lock_error("gil_set_histograms", r);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rustgil_reset_histograms(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    gil_result_t r = gil_reset_histograms(lock);
+    if (r != GIL_OK) {
+        return lock_error("gil_reset_histograms", r);
+    }
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef rustgil_methods[] = {
@@ -152,9 +302,24 @@ static PyMethodDef rustgil_methods[] = {
      "switch_interval()\n--\n\nThe switch interval in seconds, as the library holds it."},
     {"lazy_release", rustgil_lazy_release, METH_NOARGS,
      "lazy_release()\n--\n\nThe lazy-release threshold in seconds (0.0: lazy release is off)."},
+    {"spin", rustgil_spin, METH_NOARGS,
+     "spin()\n--\n\nThe bounded spin before sleeping, in seconds (0.0: off)."},
+    {"monitor", rustgil_monitor, METH_NOARGS,
+     "monitor()\n--\n\nWhether the process's monitor thread keeps this GIL's time."},
+    {"monitor_wakeups", rustgil_monitor_wakeups, METH_NOARGS,
+     "monitor_wakeups()\n--\n\nHow many times the process's monitor thread has woken up."},
     {"counters", rustgil_counters, METH_NOARGS,
      "counters()\n--\n\nThe current interpreter's GIL counters: acquisitions, switches,\n"
-     "drop_requests, forced_switches, wait_ns."},
+     "drop_requests, forced_switches, wait_ns, preemptions, lazy_releases,\n"
+     "lazy_takeovers, starvation_promotions."},
+    {"stats", rustgil_stats, METH_NOARGS,
+     "stats()\n--\n\nThe counters, plus histograms_enabled and wait_histogram /\n"
+     "hold_histogram: 64 counts each, bucket i counting [2**i, 2**(i+1)) ns."},
+    {"enable_histograms", (PyCFunction)(void (*)(void))rustgil_enable_histograms,
+     METH_VARARGS | METH_KEYWORDS,
+     "enable_histograms(on=True)\n--\n\nTurns the wait/hold-time histograms on or off."},
+    {"reset_histograms", rustgil_reset_histograms, METH_NOARGS,
+     "reset_histograms()\n--\n\nEmpties the wait/hold-time histograms."},
     {NULL, NULL, 0, NULL},
 };
 

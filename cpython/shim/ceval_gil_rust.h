@@ -28,8 +28,11 @@
  *     kept up to date for readers of _Py_DebugOffsets (debuggers, py-spy);
  *     gil->locked keeps its -1 "not created" value;
  *   - the policy is the library preset named by PYTHONRUSTGIL (classic,
- *     priority, lazy, priority-lazy; ignored under -E / -I, like
- *     PYTHONMALLOC); an unknown name is a fatal start-up error.
+ *     priority, lazy, priority-lazy, monitor, priority-monitor,
+ *     priority-lazy-monitor), optionally followed by tuning options:
+ *     PYTHONRUSTGIL=priority-lazy,lazy_us=30,spin_us=20. Ignored under
+ *     -E / -I, like PYTHONMALLOC. An unknown name or option, or a bad
+ *     value, is a fatal start-up error, never a silent default.
  */
 
 #ifdef Py_GIL_DISABLED
@@ -38,7 +41,8 @@
 
 #include <gil.h>
 #include <stdio.h>      // snprintf()
-#include <stdlib.h>     // getenv()
+#include <stdlib.h>     // getenv(), strtoull()
+#include <string.h>     // strchr(), strcmp()
 
 #define DEFAULT_INTERVAL GIL_DEFAULT_SWITCH_INTERVAL_US
 #define RUSTGIL_DEFAULT_POLICY "priority"  /* chosen from docs/policies.md */
@@ -84,26 +88,99 @@ rustgil_must_exit(void *tstate)
     return _PyThreadState_MustExit((PyThreadState *)tstate) != 0;
 }
 
-/* The library preset named by PYTHONRUSTGIL (RUSTGIL_DEFAULT_POLICY if
-   unset), into *config. An unknown name is a fatal start-up error. */
+/* The names of the library's presets, for error messages. */
+static void
+rustgil_known_presets(char *known, size_t size)
+{
+    size_t used = 0;
+    known[0] = '\0';
+    for (size_t i = 0; gil_preset_name(i) != NULL && used < size; i++) {
+        int k = snprintf(known + used, size - used, "%s%s", i ? ", " : "", gil_preset_name(i));
+        used += k > 0 ? (size_t)k : 0;
+    }
+}
+
+/* "N" as a whole unsigned decimal number no larger than max, or -1. */
+static int
+rustgil_parse_us(const char *text, uint64_t max, uint64_t *out)
+{
+    if (text[0] < '0' || text[0] > '9') {
+        return -1;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v > max) {
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* The configuration PYTHONRUSTGIL asks for (RUSTGIL_DEFAULT_POLICY if
+   unset): PRESET[,lazy_us=N][,spin_us=N], into *config. Anything it cannot
+   honour is a fatal start-up error that says why. */
 static void
 rustgil_config_from_env(gil_config_t *config)
 {
-    const char *name = NULL;
+    const char *env = NULL;
     if (_PyRuntime.preconfig.use_environment) {
-        name = getenv("PYTHONRUSTGIL");
+        env = getenv("PYTHONRUSTGIL");
     }
-    if (name == NULL || name[0] == '\0') {
-        name = RUSTGIL_DEFAULT_POLICY;
+    if (env == NULL || env[0] == '\0') {
+        env = RUSTGIL_DEFAULT_POLICY;
     }
-    if (gil_config_preset(name, config) != GIL_OK) {
-        char known[256] = "";
-        size_t used = 0;
-        for (size_t i = 0; gil_preset_name(i) != NULL && used < sizeof(known); i++) {
-            int k = snprintf(known + used, sizeof(known) - used, "%s%s", i ? ", " : "", gil_preset_name(i));
-            used += k > 0 ? (size_t)k : 0;
+    char buf[256];
+    if (strlen(env) >= sizeof(buf)) {
+        Py_FatalError("PYTHONRUSTGIL is too long");
+    }
+    strcpy(buf, env);
+    char *options = strchr(buf, ',');
+    if (options != NULL) {
+        *options++ = '\0';
+    }
+    if (gil_config_preset(buf, config) != GIL_OK) {
+        char known[256];
+        rustgil_known_presets(known, sizeof known);
+        _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: unknown GIL policy '%s' (known: %s)",
+                             env, buf, known);
+    }
+    while (options != NULL && options[0] != '\0') {
+        char *next = strchr(options, ',');
+        if (next != NULL) {
+            *next++ = '\0';
         }
-        _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: unknown GIL policy (known: %s)", name, known);
+        char *value = strchr(options, '=');
+        if (value == NULL) {
+            _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: '%s' is not KEY=VALUE "
+                                 "(keys: lazy_us, spin_us)", env, options);
+        }
+        *value++ = '\0';
+        uint64_t us = 0;
+        if (strcmp(options, "lazy_us") == 0) {
+            if (config->lazy_release_us == 0) {
+                _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: lazy_us needs a policy with "
+                                     "lazy release (lazy, priority-lazy, priority-lazy-monitor)", env);
+            }
+            if (rustgil_parse_us(value, GIL_MAX_SWITCH_INTERVAL_US, &us) < 0 || us == 0) {
+                _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: lazy_us must be a number of "
+                                     "microseconds from 1 to %llu", env,
+                                     (unsigned long long)GIL_MAX_SWITCH_INTERVAL_US);
+            }
+            config->lazy_release_us = us;
+        }
+        else if (strcmp(options, "spin_us") == 0) {
+            if (rustgil_parse_us(value, 10000, &us) < 0) {
+                _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: spin_us must be a number of "
+                                     "microseconds from 0 to 10000", env);
+            }
+            config->spin_us = (uint32_t)us;
+        }
+        else {
+            _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: unknown option '%s' "
+                                 "(known: lazy_us, spin_us)", env, options);
+        }
+        options = next;
     }
 }
 

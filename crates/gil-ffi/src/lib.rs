@@ -973,6 +973,20 @@ pub unsafe extern "C" fn gil_set_histograms(gil: *mut gil_t, on: bool) -> gil_re
     })
 }
 
+/// `*on_out` = whether the lock's histograms are on. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `on_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_histograms_enabled(gil: *const gil_t, on_out: *mut bool) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(on_out, gil.histograms_enabled()) }
+    })
+}
+
 /// Empties the lock's histograms. Any thread.
 ///
 /// # Safety

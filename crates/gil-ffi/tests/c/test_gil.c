@@ -524,7 +524,12 @@ static void test_monitor_events_histograms(void) {
     pthread_mutex_init(&log.mutex, NULL);
     log.n = 0;
     CHECK_RESULT(gil_set_event_hook(gil, record_event, &log), GIL_OK);
+    bool hist_on = false;
+    CHECK_RESULT(gil_get_histograms_enabled(gil, &hist_on), GIL_OK);
+    CHECK(!hist_on);
     CHECK_RESULT(gil_set_histograms(gil, true), GIL_OK);
+    CHECK_RESULT(gil_get_histograms_enabled(gil, &hist_on), GIL_OK);
+    CHECK(hist_on);
 
     struct spinner sp[2] = {{gil, 3, 0}, {gil, 3, 0}};
     pthread_t th[2];

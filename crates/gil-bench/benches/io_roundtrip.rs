@@ -8,10 +8,18 @@
 //! 5 ms): under the classic protocol each time the I/O thread comes back from
 //! a system call it may wait for a CPU thread's whole interval.
 //!
-//! Two groups, ids `<lock>/<CPU threads>`:
-//! * `io_roundtrip`: 64-byte messages; one iteration is one round trip.
-//! * `io_bandwidth`: 64 KiB messages; `Throughput::Bytes` counts the
-//!   message once per round trip (it crosses the socket twice).
+//! Three groups, ids `<lock>/<CPU threads>`:
+//! * `io_roundtrip`: 64-byte messages echoed at once; one iteration is one
+//!   round trip. The peer answers within microseconds, often before a CPU
+//!   thread woken by the I/O thread's release has run, so the I/O thread
+//!   mostly takes the lock straight back: the convoy shows up as a minority
+//!   of round trips that wait a whole interval, and in the mean.
+//! * `io_roundtrip_slow_peer`: the same, but the peer sleeps 200 µs before
+//!   answering (a server's think time): long enough for a CPU thread to take
+//!   the lock during every read, so under the classic protocol every round
+//!   trip waits for a drop request. This is the convoy effect proper.
+//! * `io_bandwidth`: 64 KiB messages echoed at once; `Throughput::Bytes`
+//!   counts the message once per round trip (it crosses the socket twice).
 //!
 //! Only the I/O thread's run is timed. Baseline: the same threads on
 //! `parking_lot::Mutex` (CPU threads take it once per unit; see
@@ -44,6 +52,9 @@ const SMALL: usize = 64;
 
 /// Message length of the bandwidth group.
 const LARGE: usize = 64 * 1024;
+
+/// The slow peer's think time.
+const SLOW_PEER: Duration = Duration::from_micros(200);
 
 /// The I/O thread's socket end and buffers, kept across runs.
 struct IoEnd {
@@ -138,14 +149,14 @@ fn check_run(values: &[u64], shared: &ExclusiveCounter, iters: u64) {
     assert_eq!(shared.take(), total, "updates lost: mutual exclusion broken");
 }
 
-/// One benchmark per preset and the baseline, for `cpu` CPU threads and
-/// messages of `len` bytes.
-fn io_benches(group: &mut BenchmarkGroup<'_, WallTime>, cpu: usize, len: usize) {
+/// One benchmark per preset and the baseline, for `cpu` CPU threads,
+/// messages of `len` bytes and a peer that answers after `delay`.
+fn io_benches(group: &mut BenchmarkGroup<'_, WallTime>, cpu: usize, len: usize, delay: Duration) {
     for (name, config) in presets() {
         let gil = new_gil(config);
         let shared = Arc::new(ExclusiveCounter::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let (stream, peer) = EchoPeer::spawn(len);
+        let (stream, peer) = EchoPeer::spawn(len, delay);
         let mut io = IoEnd::new(stream, len);
         let mut jobs = vec![{
             let (gil, shared, stop) = (gil.clone(), shared.clone(), stop.clone());
@@ -177,7 +188,7 @@ fn io_benches(group: &mut BenchmarkGroup<'_, WallTime>, cpu: usize, len: usize) 
     let mutex = Arc::new(parking_lot::Mutex::new(()));
     let shared = Arc::new(ExclusiveCounter::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let (stream, peer) = EchoPeer::spawn(len);
+    let (stream, peer) = EchoPeer::spawn(len, delay);
     let mut io = IoEnd::new(stream, len);
     let mut jobs = vec![{
         let (mutex, shared, stop) = (mutex.clone(), shared.clone(), stop.clone());
@@ -217,7 +228,14 @@ fn io_roundtrip(c: &mut Criterion) {
     let mut group = c.benchmark_group("io_roundtrip");
     short(&mut group);
     for cpu in CPU_THREADS {
-        io_benches(&mut group, cpu, SMALL);
+        io_benches(&mut group, cpu, SMALL, Duration::ZERO);
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("io_roundtrip_slow_peer");
+    short(&mut group);
+    for cpu in CPU_THREADS {
+        io_benches(&mut group, cpu, SMALL, SLOW_PEER);
     }
     group.finish();
 
@@ -225,7 +243,7 @@ fn io_roundtrip(c: &mut Criterion) {
     short(&mut group);
     group.throughput(Throughput::Bytes(LARGE as u64));
     for cpu in CPU_THREADS {
-        io_benches(&mut group, cpu, LARGE);
+        io_benches(&mut group, cpu, LARGE, Duration::ZERO);
     }
     group.finish();
 }

@@ -348,19 +348,21 @@ pub fn check_counters(gil: &Gil, before: &Counters, at_least: u64) -> Counters {
 // ---- I/O ------------------------------------------------------------------------
 
 /// The other end of an I/O thread's socket: a thread that does not use any
-/// lock, reads whole messages of a fixed length and writes each one back.
+/// lock, reads whole messages of a fixed length and writes each one back,
+/// at once or after a delay (a server's think time).
 pub struct EchoPeer {
     handle: JoinHandle<io::Result<u64>>,
 }
 
 impl EchoPeer {
     /// A connected socket pair; the peer serves one end until the other is
-    /// closed. Returns the other end.
-    pub fn spawn(message_len: usize) -> (UnixStream, EchoPeer) {
+    /// closed, sleeping `delay` (if not zero) before each answer. Returns the
+    /// other end.
+    pub fn spawn(message_len: usize, delay: Duration) -> (UnixStream, EchoPeer) {
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
         let handle = thread::Builder::new()
             .name("bench-echo".into())
-            .spawn(move || echo(theirs, message_len))
+            .spawn(move || echo(theirs, message_len, delay))
             .expect("spawn the echo peer");
         (ours, EchoPeer { handle })
     }
@@ -375,7 +377,7 @@ impl EchoPeer {
     }
 }
 
-fn echo(mut stream: UnixStream, message_len: usize) -> io::Result<u64> {
+fn echo(mut stream: UnixStream, message_len: usize, delay: Duration) -> io::Result<u64> {
     let mut buf = vec![0u8; message_len];
     let mut echoed = 0;
     loop {
@@ -385,6 +387,11 @@ fn echo(mut stream: UnixStream, message_len: usize) -> io::Result<u64> {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(echoed),
             Err(e) => return Err(e),
+        }
+        if !delay.is_zero() {
+            // A sleep, not a spin: on 2 cores a spinning peer would take
+            // the CPU threads' core. The kernel's timer slack adds ~50 µs.
+            thread::sleep(delay);
         }
         stream.write_all(&buf)?;
         echoed += 1;

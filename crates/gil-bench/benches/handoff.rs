@@ -1,9 +1,9 @@
 //! Hand-off latency: two threads pass the lock back and forth, strictly in
 //! turn. Each side waits outside the lock until an atomic turn variable
 //! names it, takes the lock, checks the turn under it, does its step, gives
-//! the turn to the other side and releases (`ReleaseReason::Voluntary`). The
-//! other side is typically already in `acquire` by then, so each step
-//! measures a release handing the lock to a contending acquirer. One
+//! the turn to the other side and releases (`ReleaseReason::Voluntary`).
+//! The turn passes before the release, so the other side may already be in
+//! `acquire` when the lock is let go: a hand-off to a contending acquirer. One
 //! iteration is one hand-off. Baseline: the same ping-pong on
 //! `parking_lot::Mutex`.
 //!

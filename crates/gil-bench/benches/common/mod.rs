@@ -398,8 +398,8 @@ fn echo(mut stream: UnixStream, message_len: usize, delay: Duration) -> io::Resu
     }
 }
 
-/// Writes a message stamped with `seq` (first 8 bytes), the rest a pattern
-/// that depends on it, so a mixed-up or short echo is caught.
+/// Stamps a message with `seq`: in its first 8 bytes and its last byte, so
+/// that an echo of another message, or one shifted or cut short, differs.
 pub fn stamp(message: &mut [u8], seq: u64) {
     let head = seq.to_le_bytes();
     let n = head.len().min(message.len());

@@ -170,3 +170,37 @@ fn histograms_count_waits_and_holds_only_while_on() {
     gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
     assert_eq!(gil.histograms().hold.count(), 0);
 }
+
+#[test]
+fn lazy_release_and_reclaim_are_reported_once_each() {
+    for preset in ["lazy", "priority-lazy-monitor"] {
+        let gil = Gil::new(GilConfig::preset(preset).unwrap()).unwrap();
+        let events = recorder(&gil);
+        gil.set_histograms(true);
+        let me = tok(1);
+        gil.acquire(me).unwrap();
+        gil.release(me, ReleaseReason::Voluntary).unwrap(); // lazily: a system call
+        gil.acquire(me).unwrap(); // a reclaim
+        gil.release(me, ReleaseReason::Final).unwrap();
+        let kinds: Vec<_> = events.lock().unwrap().iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                EventKind::Acquired,
+                EventKind::Released(ReleaseReason::Voluntary),
+                EventKind::Acquired,
+                EventKind::Released(ReleaseReason::Final),
+            ],
+            "{preset}"
+        );
+        assert_eq!(gil.histograms().hold.count(), 2, "{preset}");
+        assert_eq!(gil.counters().lazy_releases, 1, "{preset}");
+        // Observers off again: the plain fast paths, nothing reported.
+        gil.set_event_hook(None);
+        gil.set_histograms(false);
+        gil.acquire(me).unwrap();
+        gil.release(me, ReleaseReason::Final).unwrap();
+        assert_eq!(events.lock().unwrap().len(), 4);
+        assert_eq!(gil.histograms().hold.count(), 2);
+    }
+}

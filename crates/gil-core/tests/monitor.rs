@@ -205,7 +205,8 @@ fn try_acquire_does_not_overtake_queued_waiters() {
         thread::spawn(move || {
             gil.acquire(tok(2)).unwrap();
             thread::sleep(Duration::from_millis(5));
-            gil.release(tok(2), ReleaseReason::Final).unwrap();
+            // Voluntary: keeps `last_holder`, which ends the loop below.
+            gil.release(tok(2), ReleaseReason::Voluntary).unwrap();
         })
     };
     wait_until("the waiter to queue", || waits.load(SeqCst) == 1);
@@ -274,4 +275,52 @@ fn a_monitored_lock_works_in_a_fork_child() {
         "child failed: {status}"
     );
     gil.release(tok(1), ReleaseReason::Final).unwrap();
+}
+
+#[test]
+fn a_new_waiter_gets_a_call_that_began_before_it_taken_over() {
+    // A one-hour interval: the monitor's schedule for this lock is an hour
+    // long once it has looked at it. Then, while the lock is still in its
+    // list: the queue empties, a thread makes a lazy release with nobody
+    // waiting (no reason to tell the monitor), and a new waiter comes. It
+    // must not wait for the hour: the monitor is told to look.
+    let gil = Arc::new(
+        Gil::new(
+            GilConfig::preset("priority-lazy-monitor")
+                .unwrap()
+                .lazy_release_us(Some(100))
+                .switch_interval_us(3_600_000_000),
+        )
+        .unwrap(),
+    );
+    let waits = count_waits(&gil);
+    let acquire_in_thread = |n: usize| {
+        let gil = gil.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            gil.acquire(tok(n)).unwrap();
+            gil.release(tok(n), ReleaseReason::Final).unwrap();
+            tx.send(()).unwrap();
+        });
+        rx
+    };
+    gil.acquire(tok(1)).unwrap();
+    let first = acquire_in_thread(2);
+    wait_until("the first waiter to queue", || waits.load(SeqCst) == 1);
+    // Time for the monitor (started by this first wait) to look at the lock
+    // while the waiter is queued, and to schedule its next look an hour on.
+    thread::sleep(Duration::from_millis(50));
+    gil.release(tok(1), ReleaseReason::Final).unwrap();
+    first
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the first waiter got the lock");
+    // The queue is empty now; the monitor will not look for an hour.
+    gil.acquire(tok(3)).unwrap();
+    gil.release(tok(3), ReleaseReason::Voluntary).unwrap(); // lazily: in a call, nobody waits
+    let second = acquire_in_thread(4);
+    assert!(
+        second.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "the new waiter was left waiting behind a system call nobody timed"
+    );
+    assert_eq!(gil.counters().lazy_takeovers, 1);
 }

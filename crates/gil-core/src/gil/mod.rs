@@ -3,7 +3,7 @@
 //!
 //! # The lock word
 //!
-//! `state` is a `u64`: three flag bits and, above them, a generation that
+//! `state` is a `u64`: four flag bits and, above them, a generation that
 //! numbers lazy-release episodes.
 //!
 //! | `state` flags              | meaning                                   | who changes it, and how                          |
@@ -13,7 +13,12 @@
 //! | `LOCKED \| WAITERS`         | held, someone waits on the mutex          | `release` goes through the mutex, wakes a waiter |
 //! | `WAITERS`                  | free, waiters being woken                 | acquisitions go through the mutex                |
 //! | `LOCKED \| SYSCALL`         | (lazy release) the holder is in a system call | its `acquire`: CAS back to `LOCKED`, same generation; a waiter: the same CAS after the threshold (a takeover) |
+//! | `+ INSTR`                  | an event hook or the histograms are on    | `set_event_hook`, `set_histograms`               |
 //!
+//! `INSTR` makes observers free when there are none: with it set, the two
+//! fast-path CASes above fail (their expected values have it clear) and the
+//! acquisition or release takes an instrumented path that reports it. Without
+//! it the uncontended paths carry no check at all.
 //! `WAITERS` mirrors "`WaitRoom::waiters() > 0`" and is only changed under
 //! the mutex. While it is set every acquisition and release takes the mutex,
 //! which is what makes the classic protocol's reasoning ("the holder cannot
@@ -64,8 +69,10 @@ const LOCKED: u64 = 1;
 const WAITERS: u64 = 2;
 /// Lazy release: the holder is in a system call.
 const SYSCALL: u64 = 4;
+/// An event hook or the histograms are on (see `Hot::instr` for which).
+const INSTR: u64 = 8;
 /// One lazy-release episode in the generation above the flags.
-const GEN_ONE: u64 = 8;
+const GEN_ONE: u64 = 16;
 
 /// `Hot::instr`: an event hook is installed.
 const INSTR_HOOK: u8 = 1;
@@ -142,9 +149,9 @@ struct Hot {
     /// The token of the latest lazy-release episode.
     syscall_owner: AtomicUsize,
     lazy_releases: AtomicU64,
-    /// `INSTR_*` bits: what observers asked for. The fast paths test it with
-    /// one relaxed load. (std's atomics even under loom: it is not part of
-    /// the protocol.)
+    /// `INSTR_*` bits: what observers asked for; the `INSTR` bit of `state`
+    /// says whether any is set. (std's atomics even under loom: it is not
+    /// part of the protocol.)
     instr: std::sync::atomic::AtomicU8,
     /// With histograms on: when the holder took the lock (`now_ns`).
     acquired_at: std::sync::atomic::AtomicU64,
@@ -263,6 +270,8 @@ struct Inner {
     hook: HookSlot,
     wait_hist: Histogram,
     hold_hist: Histogram,
+    /// Serialises changes of `Hot::instr` and the `INSTR` bit.
+    observers: std::sync::Mutex<()>,
 }
 
 impl Gil {
@@ -306,6 +315,7 @@ impl Gil {
                 hook: HookSlot::new(),
                 wait_hist: Histogram::new(),
                 hold_hist: Histogram::new(),
+                observers: std::sync::Mutex::new(()),
             }),
         })
     }
@@ -388,15 +398,15 @@ impl Gil {
         if self.inner.hot.owner.load(Relaxed) != token.get() {
             return Err(GilError::NotHolder);
         }
-        let instr = self.inner.hot.instr.load(Relaxed);
-        if instr != 0 {
-            self.observe_release(instr, token, reason);
-        }
         if self.inner.policy == Policy::Priority {
             class::remember(self.id(), token.get(), ThreadClass::after(reason));
         }
-        if reason == ReleaseReason::Voluntary && self.inner.lazy_release.is_some() && self.release_lazily(token) {
-            return Ok(());
+        let mut observed = false;
+        if reason == ReleaseReason::Voluntary && self.inner.lazy_release.is_some() {
+            match self.release_lazily(token) {
+                Ok(()) => return Ok(()),
+                Err(o) => observed = o,
+            }
         }
         self.inner.hot.owner.store(0, Relaxed);
         if reason == ReleaseReason::Final {
@@ -413,8 +423,30 @@ impl Gil {
         {
             return Ok(());
         }
-        self.release_slow(token, reason);
+        self.release_contended(token, reason, observed);
         Ok(())
+    }
+
+    /// A release that the fast path could not make: observers are on, or
+    /// somebody waits. `observed`: the release was already reported.
+    #[cold]
+    fn release_contended(&self, token: Token, reason: ReleaseReason, observed: bool) {
+        let mut s = self.inner.hot.state.load(Relaxed);
+        if s & INSTR != 0 && !observed {
+            self.observe_release(token, reason);
+        }
+        while s & WAITERS == 0 {
+            match self
+                .inner
+                .hot
+                .state
+                .compare_exchange_weak(s, s & !LOCKED, Release, Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+        self.release_slow(token, reason);
     }
 
     /// Whether a waiter has asked the current holder to drop the lock. One
@@ -455,6 +487,10 @@ impl Gil {
     /// interval is then unchanged.
     pub fn set_switch_interval_us(&self, us: u64) -> Result<(), GilError> {
         self.inner.interval_us.store(check_switch_interval(us)?, Relaxed);
+        if self.inner.monitor && self.inner.hot.state.load(Relaxed) & WAITERS != 0 {
+            // The monitor's schedule was made with the old interval.
+            self.ask_monitor_to_look();
+        }
         Ok(())
     }
 
@@ -529,11 +565,31 @@ impl Gil {
         // Flag first when installing (an emitter that sees the flag but not
         // yet the hook just finds the slot empty), slot first when removing.
         if on {
-            self.inner.hot.instr.fetch_or(INSTR_HOOK, Relaxed);
+            self.set_instr(INSTR_HOOK, true);
         }
         self.inner.hook.set(hook);
         if !on {
-            self.inner.hot.instr.fetch_and(!INSTR_HOOK, Relaxed);
+            self.set_instr(INSTR_HOOK, false);
+        }
+    }
+
+    /// Turns an `INSTR_*` bit on or off, and `state`'s `INSTR` bit with it.
+    fn set_instr(&self, bit: u8, on: bool) {
+        let _serial = self
+            .inner
+            .observers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let hot = &*self.inner.hot;
+        if on {
+            hot.instr.fetch_or(bit, Relaxed);
+        } else {
+            hot.instr.fetch_and(!bit, Relaxed);
+        }
+        if hot.instr.load(Relaxed) != 0 {
+            hot.state.fetch_or(INSTR, Relaxed);
+        } else {
+            hot.state.fetch_and(!INSTR, Relaxed);
         }
     }
 
@@ -546,11 +602,7 @@ impl Gil {
     /// on does not clear what was recorded before; see
     /// [`reset_histograms`](Self::reset_histograms).
     pub fn set_histograms(&self, on: bool) {
-        if on {
-            self.inner.hot.instr.fetch_or(INSTR_HIST, Relaxed);
-        } else {
-            self.inner.hot.instr.fetch_and(!INSTR_HIST, Relaxed);
-        }
+        self.set_instr(INSTR_HIST, on);
     }
 
     /// Whether the histograms are on.
@@ -612,7 +664,12 @@ impl Gil {
         self.inner.hot.acquisitions.store(1, Relaxed);
         self.inner.hot.acquired_at.store(0, Relaxed);
         self.reset_histograms();
-        self.inner.hot.state.store(LOCKED, Release);
+        let instr = if self.inner.hot.instr.load(Relaxed) != 0 {
+            INSTR
+        } else {
+            0
+        };
+        self.inner.hot.state.store(LOCKED | instr, Release);
     }
 
     /// Whether the lock is neither held (lazily included) nor awaited, i.e.
@@ -685,6 +742,7 @@ impl Gil {
         Arc::as_ptr(&self.inner) as usize
     }
 
+    #[inline]
     fn class_of(&self, token: Token) -> ThreadClass {
         match self.inner.policy {
             Policy::Priority => class::recall(self.id(), token.get()),
@@ -707,33 +765,58 @@ impl Gil {
     /// a free one nobody waits for.
     #[inline]
     fn try_fast(&self, token: Token) -> bool {
-        if self.inner.lazy_release.is_some() && self.reclaim(token) {
-            // Back from a call that nobody needed the lock during: no switch
-            // happened, and the thread is still I/O-class.
-            self.inner.hot.owner.store(token.get(), Relaxed);
-            self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
-            bump(&self.inner.hot.acquisitions, 1);
-            self.observe_acquire(token);
-            return true;
+        if self.inner.lazy_release.is_some() {
+            if let Some(before) = self.reclaim(token) {
+                // Back from a call that nobody needed the lock during: no
+                // switch happened, and the thread is still I/O-class.
+                self.inner.hot.owner.store(token.get(), Relaxed);
+                self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
+                bump(&self.inner.hot.acquisitions, 1);
+                if before & INSTR != 0 {
+                    self.observe_acquire(token);
+                }
+                return true;
+            }
         }
-        if self
-            .inner
-            .hot
-            .state
-            .compare_exchange(0, LOCKED, Acquire, Relaxed)
-            .is_ok()
-        {
-            self.became_holder(token, self.class_of(token));
-            return true;
+        match self.inner.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed) {
+            Ok(_) => {
+                self.became_holder(token, self.class_of(token));
+                true
+            }
+            Err(s) if s & !INSTR == 0 => self.try_fast_observed(token),
+            Err(_) => false,
+        }
+    }
+
+    /// The fast path with observers on: free and nobody waits, but `INSTR`
+    /// is set.
+    #[cold]
+    fn try_fast_observed(&self, token: Token) -> bool {
+        let mut s = self.inner.hot.state.load(Relaxed);
+        while s & !INSTR == 0 {
+            match self
+                .inner
+                .hot
+                .state
+                .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => {
+                    self.became_holder(token, self.class_of(token));
+                    self.observe_acquire(token);
+                    return true;
+                }
+                Err(now) => s = now,
+            }
         }
         false
     }
 
-    /// Clears SYSCALL if the current episode is `token`'s own; `true` if it
-    /// did. Retries while only the other flag bits move (a waiter arriving
+    /// Clears SYSCALL if the current episode is `token`'s own; the state
+    /// before if it did. Retries while only the other flag bits move (a waiter arriving
     /// sets WAITERS): failing here would leave `token` waiting for its own
     /// system call to time out.
-    fn reclaim(&self, token: Token) -> bool {
+    #[inline]
+    fn reclaim(&self, token: Token) -> Option<u64> {
         // Acquire: a lazy release stores `syscall_owner` before its Release
         // CAS, so reading that CAS's value shows the matching owner.
         let mut s = self.inner.hot.state.load(Acquire);
@@ -744,11 +827,11 @@ impl Gil {
                 .state
                 .compare_exchange_weak(s, s & !SYSCALL, Acquire, Acquire)
             {
-                Ok(_) => return true,
+                Ok(_) => return Some(s),
                 Err(now) => s = now,
             }
         }
-        false
+        None
     }
 
     /// Bookkeeping of a new holder; runs right after the lock word was won.
@@ -762,11 +845,10 @@ impl Gil {
             bump(&hot.switch_number, 1);
         }
         bump(&hot.acquisitions, 1);
-        self.observe_acquire(token);
     }
 
-    /// Observers' share of an acquisition: one relaxed load unless a hook
-    /// or histograms are on.
+    /// Observers' share of an acquisition on a path that is not the fast
+    /// one (which leaves observing to `try_fast_observed`).
     #[inline]
     fn observe_acquire(&self, token: Token) {
         let instr = self.inner.hot.instr.load(Relaxed);
@@ -792,7 +874,8 @@ impl Gil {
     }
 
     #[cold]
-    fn observe_release(&self, instr: u8, token: Token, reason: ReleaseReason) {
+    fn observe_release(&self, token: Token, reason: ReleaseReason) {
+        let instr = self.inner.hot.instr.load(Relaxed);
         let now = now_ns();
         if instr & INSTR_HIST != 0 {
             // 0: histograms were turned on during this hold.
@@ -843,6 +926,7 @@ impl Gil {
     fn took_over_under_mutex(&self, token: Token, class: ThreadClass, slow: &Slow, room: &mut WaitRoom) {
         self.inner.drop_request.store(false, Relaxed);
         self.became_holder(token, class);
+        self.observe_acquire(token);
         if self.inner.monitor {
             self.watch_new_holder(room);
         }
@@ -852,30 +936,55 @@ impl Gil {
     }
 
     /// A lazy voluntary release: mark the holder as in a system call. Returns
-    /// `false` if the release must be a real one (a drop request is pending,
-    /// which CPython answers with a forced switch).
-    fn release_lazily(&self, token: Token) -> bool {
+    /// `Err` if the release must be a real one (a drop request is pending,
+    /// which CPython answers with a forced switch), saying whether the
+    /// release has been reported to observers already.
+    #[inline]
+    fn release_lazily(&self, token: Token) -> Result<(), bool> {
         let hot = &*self.inner.hot;
         // Written while still the holder: nobody else writes these now.
         hot.syscall_owner.store(token.get(), Relaxed);
         hot.owner.store(0, Relaxed);
-        let mut s = hot.state.load(Relaxed);
-        if s & WAITERS == 0 {
+        let s = hot.state.load(Relaxed);
+        if s & (WAITERS | INSTR) == 0 {
             bump(&hot.lazy_releases, 1);
+            if hot
+                .state
+                .compare_exchange(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
+                .is_ok()
+            {
+                return Ok(());
+            }
+            // A waiter (or an observer) came: undo the count.
+            hot.lazy_releases
+                .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
+        }
+        self.release_lazily_contended(token)
+    }
+
+    /// `release_lazily` when observers are on or somebody waits.
+    #[cold]
+    fn release_lazily_contended(&self, token: Token) -> Result<(), bool> {
+        let hot = &*self.inner.hot;
+        let mut s = hot.state.load(Relaxed);
+        let observed = s & INSTR != 0;
+        if observed {
+            self.observe_release(token, ReleaseReason::Voluntary);
         }
         while s & WAITERS == 0 {
+            // Counted while still the holder (its only writer), undone if
+            // the CAS fails.
+            bump(&hot.lazy_releases, 1);
             match hot
                 .state
                 .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
             {
-                Ok(_) => return true,
-                Err(now) if now & WAITERS != 0 => {
-                    // A waiter came: not lazy after all (yet), undo the count.
+                Ok(_) => return Ok(()),
+                Err(now) => {
                     hot.lazy_releases
                         .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
                     s = now;
                 }
-                Err(now) => s = now,
             }
         }
         if self.inner.monitor {
@@ -883,7 +992,7 @@ impl Gil {
             // wake-up, at most a signal to the monitor.
             if self.inner.drop_request.load(Relaxed) {
                 hot.owner.store(token.get(), Relaxed);
-                return false;
+                return Err(observed);
             }
             bump(&hot.lazy_releases, 1);
             let mut s = hot.state.load(Relaxed);
@@ -893,8 +1002,8 @@ impl Gil {
             {
                 s = now;
             }
-            self.kick_monitor();
-            return true;
+            self.ask_monitor_to_look();
+            return Ok(());
         }
         // Somebody waits: under the mutex, so the waiter that is woken starts
         // timing the call right away.
@@ -903,7 +1012,7 @@ impl Gil {
         if self.inner.drop_request.load(Relaxed) {
             drop(room);
             hot.owner.store(token.get(), Relaxed);
-            return false;
+            return Err(observed);
         }
         bump(&hot.lazy_releases, 1);
         let mut s = hot.state.load(Relaxed);
@@ -917,7 +1026,7 @@ impl Gil {
             }
         }
         self.wake_next(slow, &room);
-        true
+        Ok(())
     }
 
     /// Wakes the waiter that should go next.
@@ -971,7 +1080,7 @@ impl Gil {
             // What this wait is for, and the switch number at its start.
             let mut holder_running = None;
             let timed_out = if s & SYSCALL != 0 {
-                if self.reclaim(token) {
+                if self.reclaim(token).is_some() {
                     // Our own system call (the fast path lost a race with a
                     // waiter's arrival): just take it back.
                     break Ok(());
@@ -1194,16 +1303,20 @@ impl Gil {
         if fresh {
             bump(&self.inner.drop_requests, 1);
         }
-        // 0 only in the instant between a fast-path CAS and its `owner`
-        // store; the flag is up, and the next interval calls again.
-        let Some(holder) = Token::new(self.inner.hot.owner.load(Relaxed)) else {
+        let owner = Token::new(self.inner.hot.owner.load(Relaxed));
+        if fresh && self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
+            // Without an owner the holder is letting go right now (it cleared
+            // `owner` and waits for the mutex): the request is its.
+            if let Some(asked) = owner.or_else(|| Token::new(self.inner.hot.last_holder.load(Relaxed))) {
+                self.inner.hook.emit(|| Event::now(EventKind::DropRequested, asked, by));
+            }
+        }
+        // No owner: the holder is letting go (see above), or it is the
+        // instant between a fast-path CAS and its `owner` store. The flag is
+        // up either way; only the callback needs a live holder.
+        let Some(holder) = owner else {
             return Ok(());
         };
-        if fresh && self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-            self.inner
-                .hook
-                .emit(|| Event::now(EventKind::DropRequested, holder, by));
-        }
         match &self.inner.on_drop_request {
             Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(holder))),
             None => Ok(()),

@@ -31,7 +31,8 @@
 //! monitor sleeps without a timeout: no wake-ups at all in an idle process
 //! ([`monitor_wakeups`]). Lazy releases made while others wait are one CAS
 //! and, if the monitor is not due to look within the threshold anyway, a
-//! signal to it.
+//! signal to it; so is a waiter's arrival at a lock in the list, and a new
+//! switch interval.
 //!
 //! The thread is started by the first wait on a monitored lock, so programs
 //! that never contend never get it; in a child process after `fork()` a new
@@ -152,12 +153,18 @@ impl Gil {
             room.monitor.watch = Some((sn, since));
             room.monitor.episode = None;
             room.monitor.registered = process::watch(self);
+        } else {
+            // Still in the monitor's list, but its schedule was made before
+            // this waiter came: the holder may be in a system call nobody
+            // timed (it began with no waiter), or the interval may have been
+            // shortened since.
+            self.ask_monitor_to_look();
         }
         // The switch number of the holder already preempted by this waiter.
         let mut preempted: Option<u64> = None;
         let took: Result<(), GilError> = loop {
             let s = self.inner.hot.state.load(Relaxed);
-            if s & SYSCALL != 0 && self.reclaim(token) {
+            if s & SYSCALL != 0 && self.reclaim(token).is_some() {
                 break Ok(()); // our own system call: just take it back
             }
             if self.designee(&room).is_some_and(|q| q.ticket == ticket) && self.try_lock_word() {
@@ -356,12 +363,16 @@ impl Gil {
         self.wake_designee(room);
     }
 
-    /// A lazy release made while others wait on a monitored lock: make sure
-    /// the monitor looks at it within the threshold.
-    pub(super) fn kick_monitor(&self) {
-        if let Some(threshold) = self.inner.lazy_release {
-            process::kick(threshold);
-        }
+    /// Makes the monitor look at this lock as soon as something may be due:
+    /// within the lazy-release threshold if the holder is in a system call,
+    /// else within the switch interval. Nothing if it will look by then.
+    pub(super) fn ask_monitor_to_look(&self) {
+        let in_call = self.inner.hot.state.load(Relaxed) & SYSCALL != 0;
+        let within = match self.inner.lazy_release {
+            Some(threshold) if in_call => threshold,
+            _ => self.interval(),
+        };
+        process::kick(within);
     }
 
     /// Under loom: wakes every queued waiter, so timed waits can end.
@@ -400,7 +411,7 @@ mod process {
         true
     }
 
-    pub(super) fn kick(_threshold: Duration) {}
+    pub(super) fn kick(_within: Duration) {}
 
     pub(super) fn wakeups() -> u64 {
         0
@@ -455,9 +466,9 @@ mod process {
         true
     }
 
-    /// Makes the monitor look within `threshold`, unless it will anyway.
-    pub(super) fn kick(threshold: Duration) {
-        let due = now_ns().saturating_add(u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX));
+    /// Makes the monitor look within `within`, unless it will anyway.
+    pub(super) fn kick(within: Duration) {
+        let due = now_ns().saturating_add(u64::try_from(within.as_nanos()).unwrap_or(u64::MAX));
         if NEXT_LOOK_NS.load(Relaxed) <= due {
             return;
         }

@@ -4,7 +4,12 @@
 //! get the lock back. Prints per-thread figures and the lock's counters.
 //!
 //! ```text
-//! gil-demo [--cpu N] [--seconds S] [--interval-us US] [--policy NAME]
+//! gil-demo [--cpu N] [--seconds S] [--interval-us US] [--policy PRESET]
+//! ```
+//!
+//! `PRESET` is one of `gil_core::PRESETS` (classic, priority, lazy, ...).
+//!
+//! ```text
 //! ```
 
 use std::process::ExitCode;
@@ -13,13 +18,13 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gil_core::{Gil, GilConfig, Policy, ReleaseReason, Token};
+use gil_core::{Gil, GilConfig, ReleaseReason, Token};
 
 struct Args {
     cpu: usize,
     seconds: f64,
     interval_us: u64,
-    policy: Policy,
+    policy: &'static str,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -27,7 +32,7 @@ fn parse_args() -> Result<Args, String> {
         cpu: 2,
         seconds: 2.0,
         interval_us: gil_core::DEFAULT_SWITCH_INTERVAL_US,
-        policy: Policy::default(),
+        policy: "classic",
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -45,9 +50,16 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|e| format!("--interval-us: {e}"))?
             }
-            "--policy" => args.policy = value("--policy")?.parse().map_err(|e| format!("{e}"))?,
+            "--policy" => {
+                let name = value("--policy")?;
+                args.policy = gil_core::PRESETS
+                    .iter()
+                    .copied()
+                    .find(|p| *p == name)
+                    .ok_or_else(|| format!("{}", gil_core::UnknownPolicy(name)))?;
+            }
             "-h" | "--help" => {
-                return Err("usage: gil-demo [--cpu N] [--seconds S] [--interval-us US] [--policy NAME]".into())
+                return Err("usage: gil-demo [--cpu N] [--seconds S] [--interval-us US] [--policy PRESET]".into())
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
@@ -74,9 +86,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let config = GilConfig::new()
-        .switch_interval_us(args.interval_us)
-        .policy(args.policy);
+    let config = GilConfig::preset(args.policy)
+        .expect("a name from PRESETS")
+        .switch_interval_us(args.interval_us);
     let gil = match Gil::new(config) {
         Ok(g) => Arc::new(g),
         Err(e) => {

@@ -126,8 +126,10 @@ class RustGilSmoke(unittest.TestCase):
         self.assertEqual((r.returncode, r.stdout.strip()), (0, "priority"), r.stderr)
 
     def test_environment_selects_the_policy(self):
-        for name in ("classic", "priority", "lazy", "priority-lazy", "monitor", "priority-monitor",
-                     "priority-lazy-monitor"):
+        self.assertEqual(_rustgil.presets(),
+                         ("classic", "priority", "lazy", "priority-lazy", "monitor", "priority-monitor",
+                          "priority-lazy-monitor"))
+        for name in _rustgil.presets():
             r = self.run_python("import _rustgil; print(_rustgil.policy())", PYTHONRUSTGIL=name)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stdout.strip(), name)

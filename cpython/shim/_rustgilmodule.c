@@ -8,6 +8,7 @@
  *                              name (classic, priority, lazy, priority-lazy,
  *                              monitor, priority-monitor,
  *                              priority-lazy-monitor)
+ *   _rustgil.presets()         the names PYTHONRUSTGIL accepts (a tuple)
  *   _rustgil.lazy_release()    the lazy-release threshold in seconds, 0.0
  *                              when off
  *   _rustgil.spin()            the bounded spin in seconds, 0.0 when off
@@ -118,6 +119,28 @@ rustgil_lazy_release(PyObject *module, PyObject *Py_UNUSED(ignored))
         return lock_error("gil_get_lazy_release", r);
     }
     return PyFloat_FromDouble((double)us / 1e6);
+}
+
+static PyObject *
+rustgil_presets(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    size_t n = 0;
+    while (gil_preset_name(n) != NULL) {
+        n++;
+    }
+    PyObject *names = PyTuple_New((Py_ssize_t)n);
+    if (names == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        PyObject *name = PyUnicode_FromString(gil_preset_name(i));
+        if (name == NULL) {
+            Py_DECREF(names);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(names, (Py_ssize_t)i, name);
+    }
+    return names;
 }
 
 static PyObject *
@@ -302,6 +325,8 @@ static PyMethodDef rustgil_methods[] = {
      "switch_interval()\n--\n\nThe switch interval in seconds, as the library holds it."},
     {"lazy_release", rustgil_lazy_release, METH_NOARGS,
      "lazy_release()\n--\n\nThe lazy-release threshold in seconds (0.0: lazy release is off)."},
+    {"presets", rustgil_presets, METH_NOARGS,
+     "presets()\n--\n\nThe policy names PYTHONRUSTGIL accepts."},
     {"spin", rustgil_spin, METH_NOARGS,
      "spin()\n--\n\nThe bounded spin before sleeping, in seconds (0.0: off)."},
     {"monitor", rustgil_monitor, METH_NOARGS,

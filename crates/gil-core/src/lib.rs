@@ -41,9 +41,10 @@
 //!
 //! The classic protocol makes an I/O thread that releases the lock around
 //! each system call wait a whole switch interval to get it back from a
-//! CPU-bound thread. Two options change that, alone or together
-//! ([`GilConfig::preset`] names the combinations: `classic`, `priority`,
-//! `lazy`, `priority-lazy`):
+//! CPU-bound thread. These options change that, alone or together
+//! ([`GilConfig::preset`] names the combinations, [`PRESETS`] lists them:
+//! `classic`, `priority`, `lazy`, `priority-lazy`, `monitor`,
+//! `priority-monitor`, `priority-lazy-monitor`):
 //!
 //! * [`Policy::Priority`] (module `class`): a thread that was forced to drop
 //!   is CPU-class, one that released voluntarily is I/O-class; I/O-class
@@ -55,6 +56,22 @@
 //!   thread takes the lock over only if the call lasts longer than the
 //!   threshold. Calls that return at once (the common case) cost no switch
 //!   at all.
+//! * The monitor thread ([`GilConfig::monitor`]): one thread per process
+//!   keeps the time for every lock that has waiters (switch interval,
+//!   starvation bound, lazy-release threshold) instead of a timed wait in
+//!   each waiter; waiters are served first come, first served; no wake-ups
+//!   at all while no lock has a waiter ([`monitor_wakeups`]).
+//! * A bounded spin ([`GilConfig::spin_us`]): a waiter that has just asked
+//!   the holder to drop watches the lock word for a few microseconds before
+//!   it sleeps.
+//!
+//! # Observing the lock
+//!
+//! [`Gil::set_event_hook`] reports each wait, acquisition, release (with its
+//! reason), drop request, forced switch and lazy-release takeover
+//! ([`events`]); [`Gil::set_histograms`] keeps wait-time and hold-time
+//! histograms. With neither on, the fast paths carry no check at all (an
+//! `INSTR` bit in the lock word diverts them only when observers are on).
 //!
 //! # Mapping to CPython 3.13 (`Python/ceval_gil.c`)
 //!

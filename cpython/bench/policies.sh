@@ -11,9 +11,11 @@ extra=("$@")
 
 eval "$(bash "$repo/cpython/build.sh" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
 py=(--python "stock=$STOCK_PYTHON")
-for p in classic priority lazy priority-lazy; do
+# Every preset, and the bounded spin on top of the priority class.
+for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))"); do
     py+=(--python "$p=$RUSTGIL_PYTHON PYTHONRUSTGIL=$p")
 done
+py+=(--python "priority+spin50=$RUSTGIL_PYTHON PYTHONRUSTGIL=priority,spin_us=50")
 
 # Parts are kept until the report is written, so an interrupted run resumes.
 tmp="$repo/build/bench-parts"

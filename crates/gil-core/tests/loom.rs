@@ -574,19 +574,36 @@ fn monitor_takeover_vs_reclaim_exactly_one_wins() {
 }
 
 #[test]
-fn monitor_starving_cpu_waiter_goes_next() {
+fn starving_cpu_waiter_goes_next() {
     // Priority policy. C makes itself CPU-class (a forced release), then
     // waits behind H (I/O-class); I, another I/O-class thread, arrives at
-    // any point. Under loom one tick is the starvation bound. If the
-    // monitor's look marks C starving, the very next acquisition is C's,
-    // whoever else waits.
+    // any point. Once C reaches the starvation bound, the very next
+    // acquisition is C's, whoever else waits. With the monitor, one tick is
+    // the bound under loom (the monitor's look promotes C); without it, C
+    // promotes itself after two ticks.
+    for (config, ticks) in [(monitored(), 1), (GilConfig::new(), 2)] {
+        starvation_model(config.policy(gil_core::Policy::Priority), ticks);
+    }
+}
+
+fn starvation_model(config: GilConfig, ticks: usize) {
     let promoted = std::sync::Arc::new(AtomicUsize::new(0));
     let seen = promoted.clone();
     loom::model(move || {
-        let gil = Arc::new(Gil::new(monitored().policy(gil_core::Policy::Priority)).unwrap());
+        let gil = Arc::new(Gil::new(config.clone()).unwrap());
+        // The first acquisition made after a promotion: (token, promotions).
+        let first_after = std::sync::Arc::new(StdMutex::new(None::<usize>));
+        {
+            let (g, first) = (gil.clone(), first_after.clone());
+            gil.set_event_hook(Some(std::sync::Arc::new(move |e: &gil_core::Event| {
+                // Acquisitions with waiters, and promotions, both happen
+                // under the lock's mutex: the hook sees them in order.
+                if e.kind == gil_core::EventKind::Acquired && g.counters().starvation_promotions > 0 {
+                    first.lock().unwrap().get_or_insert(e.token.get());
+                }
+            })));
+        }
         let ready = std::sync::Arc::new(AtomicBool::new(false));
-        // Acquisitions counted when C was promoted (usize::MAX: never).
-        let at_promotion = std::sync::Arc::new(AtomicUsize::new(usize::MAX));
         let cpu = {
             let (gil, ready) = (gil.clone(), ready.clone());
             thread::spawn(move || {
@@ -595,9 +612,7 @@ fn monitor_starving_cpu_waiter_goes_next() {
                 gil.release(c, ReleaseReason::Forced).unwrap(); // alone: returns at once
                 ready.store(true, SeqCst);
                 gil.acquire(c).unwrap();
-                let mine = gil.counters().acquisitions as usize;
                 gil.release(c, ReleaseReason::Final).unwrap();
-                mine
             })
         };
         while !ready.load(SeqCst) {
@@ -612,25 +627,25 @@ fn monitor_starving_cpu_waiter_goes_next() {
             })
         };
         let clock = {
-            let (gil, at) = (gil.clone(), at_promotion.clone());
-            let g = gil.clone();
+            let gil = gil.clone();
             thread::spawn(move || {
-                gil.loom_tick(|| {
-                    let c = g.counters();
-                    if c.starvation_promotions == 1 && at.load(SeqCst) == usize::MAX {
-                        at.store(c.acquisitions as usize, SeqCst);
-                    }
-                })
+                for _ in 0..ticks {
+                    gil.loom_tick(|| ());
+                }
             })
         };
         thread::yield_now();
         gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
-        let c_index = cpu.join().unwrap();
+        cpu.join().unwrap();
         io.join().unwrap();
         clock.join().unwrap();
-        let at = at_promotion.load(SeqCst);
-        if at != usize::MAX {
-            assert_eq!(c_index, at + 1, "someone overtook the starving CPU-class waiter");
+        gil.set_event_hook(None); // the hook holds the lock: break the cycle
+        if gil.counters().starvation_promotions > 0 {
+            assert_eq!(
+                *first_after.lock().unwrap(),
+                Some(2),
+                "someone overtook the starving CPU-class waiter"
+            );
             seen.fetch_add(1, SeqCst);
         }
         assert!(gil.is_idle());

@@ -117,6 +117,7 @@ mod gil;
 mod stats;
 mod sync;
 mod token;
+pub mod trace;
 
 pub use config::{
     DropRequestCallback, GilConfig, Policy, UnknownPolicy, DEFAULT_LAZY_RELEASE_US, DEFAULT_SWITCH_INTERVAL_US,

@@ -1,0 +1,546 @@
+//! Traces: who held the lock when, as a picture.
+//!
+//! A [`Tracer`] is an event hook that records a lock's [`Event`]s into a
+//! bounded buffer. [`Tracer::finish`] turns the recording into a [`Trace`],
+//! which rebuilds each thread's timeline ([`Trace::rows`]) — *running*
+//! (holding the lock), *waiting* for it, or *in a system call* (released
+//! voluntarily) — and writes it as Chrome trace-event JSON (opens in
+//! Perfetto or `chrome://tracing`) or as an SVG timeline, one row per thread
+//! with drop requests marked, like the classic GIL visualisations.
+//!
+//! ```
+//! use gil_core::trace::Tracer;
+//! use gil_core::{Gil, GilConfig, ReleaseReason, Token};
+//!
+//! let gil = Gil::new(GilConfig::new())?;
+//! let tracer = Tracer::new(Tracer::DEFAULT_MAX_EVENTS);
+//! gil.set_event_hook(Some(tracer.hook()));
+//! let me = Token::new(1).unwrap();
+//! tracer.name_thread(me, "main");
+//! gil.acquire(me)?;
+//! gil.release(me, ReleaseReason::Final)?;
+//! gil.set_event_hook(None);
+//! let trace = tracer.finish();
+//! assert_eq!(trace.rows()[0].name, "main");
+//! let mut svg = Vec::new();
+//! trace.write_svg(&mut svg).unwrap();
+//! # Ok::<(), gil_core::GilError>(())
+//! ```
+
+mod chrome;
+mod svg;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::events::{now_ns, Event, EventHook, EventKind};
+use crate::{ReleaseReason, Token};
+
+/// Records the events of one or more locks (install [`Tracer::hook`] on
+/// each), up to a bound.
+pub struct Tracer {
+    start_ns: u64,
+    max_events: usize,
+    buf: Mutex<Recording>,
+}
+
+#[derive(Default)]
+struct Recording {
+    events: Vec<Event>,
+    /// Events that did not fit, and when the first of them happened.
+    dropped: u64,
+    truncated_at_ns: Option<u64>,
+    names: HashMap<Token, String>,
+    title: Option<String>,
+}
+
+impl Tracer {
+    /// A buffer bound that suits most uses: 1 Mi events, 32 MiB.
+    pub const DEFAULT_MAX_EVENTS: usize = 1 << 20;
+
+    /// A tracer that keeps at most `max_events` events (at least one); the
+    /// trace starts now.
+    pub fn new(max_events: usize) -> Arc<Tracer> {
+        Arc::new(Tracer {
+            start_ns: now_ns(),
+            max_events: max_events.max(1),
+            buf: Mutex::new(Recording::default()),
+        })
+    }
+
+    /// The hook to install with [`Gil::set_event_hook`](crate::Gil::set_event_hook).
+    /// Each event costs a short critical section on the tracer's own mutex.
+    pub fn hook(self: &Arc<Self>) -> EventHook {
+        let me = Arc::clone(self);
+        Arc::new(move |e: &Event| me.record(e))
+    }
+
+    /// Records one event (what the hook does).
+    pub fn record(&self, event: &Event) {
+        let mut buf = self.lock();
+        if buf.events.len() < self.max_events {
+            buf.events.push(*event);
+        } else {
+            buf.dropped += 1;
+            buf.truncated_at_ns.get_or_insert(event.time_ns);
+        }
+    }
+
+    /// Names `token`'s row in the pictures (default: `thread N (0x...)`, N
+    /// counting rows in order of appearance).
+    pub fn name_thread(&self, token: Token, name: impl Into<String>) {
+        self.lock().names.insert(token, name.into());
+    }
+
+    /// A title for the pictures (e.g. the policy and the workload).
+    pub fn set_title(&self, title: impl Into<String>) {
+        self.lock().title = Some(title.into());
+    }
+
+    /// Events recorded so far.
+    pub fn len(&self) -> usize {
+        self.lock().events.len()
+    }
+
+    /// Whether nothing was recorded yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Ends the trace now and returns what was recorded. Uninstall the hook
+    /// first: events recorded later are not part of the returned trace.
+    pub fn finish(&self) -> Trace {
+        let end_ns = now_ns();
+        let rec = std::mem::take(&mut *self.lock());
+        let mut events = rec.events;
+        // Events are stamped before they reach the buffer's mutex, so two
+        // threads' events may be stored slightly out of order.
+        events.sort_by_key(|e| e.time_ns);
+        Trace {
+            start_ns: self.start_ns,
+            end_ns: rec.truncated_at_ns.unwrap_or(end_ns).max(self.start_ns),
+            events,
+            dropped: rec.dropped,
+            names: rec.names,
+            title: rec.title,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Recording> {
+        // A panic while holding this mutex leaves a Vec in a valid state.
+        self.buf.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tracer")
+            .field("start_ns", &self.start_ns)
+            .field("max_events", &self.max_events)
+            .field("events", &self.len())
+            .finish()
+    }
+}
+
+/// A finished recording.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// When the trace started and ended, in [`now_ns`] nanoseconds. If the
+    /// buffer filled up, the trace ends at the first event that did not fit.
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+    /// The events, in time order.
+    pub events: Vec<Event>,
+    /// Events lost because the buffer was full.
+    pub dropped: u64,
+    /// Names given with [`Tracer::name_thread`].
+    pub names: HashMap<Token, String>,
+    /// The title given with [`Tracer::set_title`].
+    pub title: Option<String>,
+}
+
+/// What a thread is doing, as far as the lock can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThreadState {
+    /// Holds the lock.
+    Running,
+    /// Wants the lock: waiting to get it, or waiting in a forced release
+    /// for someone else to take it.
+    Waiting,
+    /// Let go of it voluntarily (a blocking call) and has not asked again.
+    Syscall,
+}
+
+impl ThreadState {
+    /// Every state, in the order pictures stack them.
+    pub const ALL: [ThreadState; 3] = [ThreadState::Running, ThreadState::Waiting, ThreadState::Syscall];
+
+    /// A short, stable name: `running`, `waiting`, `syscall`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ThreadState::Running => "running",
+            ThreadState::Waiting => "waiting",
+            ThreadState::Syscall => "syscall",
+        }
+    }
+}
+
+/// A stretch of time a thread spent in one state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// The state.
+    pub state: ThreadState,
+    /// From, in [`now_ns`] nanoseconds.
+    pub start_ns: u64,
+    /// To (exclusive).
+    pub end_ns: u64,
+}
+
+/// Something that happened at one instant to a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MarkKind {
+    /// The thread, holding the lock, was asked to drop it.
+    DropRequested,
+    /// The thread's forced release ended: someone else took the lock.
+    ForcedSwitch,
+    /// The thread's lazily released system call was taken over.
+    LazyTakeover,
+}
+
+impl MarkKind {
+    /// A short, stable name, the same as the event's.
+    pub const fn name(self) -> &'static str {
+        match self {
+            MarkKind::DropRequested => EventKind::DropRequested.name(),
+            MarkKind::ForcedSwitch => EventKind::ForcedSwitch.name(),
+            MarkKind::LazyTakeover => EventKind::LazyTakeover.name(),
+        }
+    }
+}
+
+/// One instant on a thread's row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// What happened.
+    pub kind: MarkKind,
+    /// When, in [`now_ns`] nanoseconds.
+    pub time_ns: u64,
+}
+
+/// One thread's timeline. A token that makes its final release and shows up
+/// again later (hosts reuse thread-state addresses) gets a new row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// The thread.
+    pub token: Token,
+    /// Its name in the pictures.
+    pub name: String,
+    /// Its states, in time order, not overlapping. Time before its first
+    /// event is left out unless that event says what it was doing (a
+    /// release or a drop request: it was running).
+    pub spans: Vec<Span>,
+    /// Its marks, in time order.
+    pub marks: Vec<Mark>,
+}
+
+struct Building {
+    row: Row,
+    current: Option<(ThreadState, u64)>,
+    seen: bool,
+    ended: bool,
+}
+
+impl Building {
+    /// Moves to `state` at `t` (`None`: the thread is gone).
+    fn enter(&mut self, state: Option<ThreadState>, t: u64) {
+        if state.is_some() && self.current.map(|(s, _)| s) == state {
+            return; // e.g. a forced release, then a wait: one stretch of waiting
+        }
+        if let Some((s, from)) = self.current.take() {
+            if t > from {
+                self.row.spans.push(Span {
+                    state: s,
+                    start_ns: from,
+                    end_ns: t,
+                });
+            }
+        }
+        self.current = state.map(|s| (s, t));
+    }
+}
+
+impl Trace {
+    /// Every thread's timeline, in order of first appearance.
+    pub fn rows(&self) -> Vec<Row> {
+        let mut rows: Vec<Building> = Vec::new();
+        let mut live: HashMap<Token, usize> = HashMap::new();
+        let mut incarnations: HashMap<Token, usize> = HashMap::new();
+        for e in &self.events {
+            let t = e.time_ns.clamp(self.start_ns, self.end_ns);
+            if e.time_ns > self.end_ns {
+                break;
+            }
+            let i = *live.entry(e.token).or_insert_with(|| {
+                let n = incarnations.entry(e.token).or_insert(0);
+                *n += 1;
+                rows.push(Building {
+                    row: Row {
+                        token: e.token,
+                        name: self.default_name(e.token, rows.len() + 1, *n),
+                        spans: Vec::new(),
+                        marks: Vec::new(),
+                    },
+                    current: None,
+                    seen: false,
+                    ended: false,
+                });
+                rows.len() - 1
+            });
+            let b = &mut rows[i];
+            let first = !b.seen;
+            b.seen = true;
+            // A first event that only a holder can cause: it ran from the start.
+            if first && matches!(e.kind, EventKind::Released(_) | EventKind::DropRequested) {
+                b.current = Some((ThreadState::Running, self.start_ns));
+            }
+            let mark = |kind| Mark { kind, time_ns: t };
+            match e.kind {
+                EventKind::WaitStart => b.enter(Some(ThreadState::Waiting), t),
+                EventKind::Acquired => b.enter(Some(ThreadState::Running), t),
+                EventKind::Released(ReleaseReason::Voluntary) => b.enter(Some(ThreadState::Syscall), t),
+                EventKind::Released(ReleaseReason::Forced) => b.enter(Some(ThreadState::Waiting), t),
+                EventKind::Released(ReleaseReason::Final) => {
+                    b.enter(None, t);
+                    b.ended = true;
+                    live.remove(&e.token);
+                }
+                EventKind::DropRequested => b.row.marks.push(mark(MarkKind::DropRequested)),
+                EventKind::ForcedSwitch => b.row.marks.push(mark(MarkKind::ForcedSwitch)),
+                EventKind::LazyTakeover => b.row.marks.push(mark(MarkKind::LazyTakeover)),
+            }
+        }
+        rows.into_iter()
+            .map(|mut b| {
+                if !b.ended {
+                    b.enter(None, self.end_ns);
+                }
+                b.row
+            })
+            .collect()
+    }
+
+    fn default_name(&self, token: Token, row: usize, incarnation: usize) -> String {
+        let base = match self.names.get(&token) {
+            Some(name) => name.clone(),
+            None => format!("thread {row} ({:#x})", token.get()),
+        };
+        if incarnation > 1 {
+            format!("{base} #{incarnation}")
+        } else {
+            base
+        }
+    }
+
+    /// Writes the trace as Chrome trace-event JSON: one complete event
+    /// (`"ph": "X"`) per span, one instant event per mark, thread names as
+    /// metadata. Perfetto (ui.perfetto.dev) and `chrome://tracing` open it.
+    pub fn write_chrome_json(&self, out: &mut dyn Write) -> io::Result<()> {
+        chrome::write(self, out)
+    }
+
+    /// Writes the trace as a standalone SVG timeline: one row per thread,
+    /// running / waiting / in a system call in three colours, drop
+    /// requests, forced switches and lazy-release takeovers marked, a time
+    /// axis in milliseconds. Stretches shorter than a pixel are drawn as the
+    /// share of that pixel each state had, so the file stays small however
+    /// long the trace is.
+    pub fn write_svg(&self, out: &mut dyn Write) -> io::Result<()> {
+        svg::write(self, out)
+    }
+
+    /// Writes the trace to `path` in `format` (see [`TraceFormat::from_path`]).
+    pub fn write_to(&self, path: &Path, format: TraceFormat) -> io::Result<()> {
+        let mut out = BufWriter::new(File::create(path)?);
+        match format {
+            TraceFormat::ChromeJson => self.write_chrome_json(&mut out)?,
+            TraceFormat::Svg => self.write_svg(&mut out)?,
+        }
+        out.flush()
+    }
+
+    /// The trace's length in nanoseconds.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns - self.start_ns
+    }
+}
+
+/// A file format for a [`Trace`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TraceFormat {
+    /// Chrome trace-event JSON (`.json`).
+    ChromeJson,
+    /// An SVG timeline (`.svg`).
+    Svg,
+}
+
+impl TraceFormat {
+    /// The format a file name asks for: `.json` or `.svg` (any case);
+    /// `None` for anything else.
+    pub fn from_path(path: &Path) -> Option<TraceFormat> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "json" => Some(TraceFormat::ChromeJson),
+            "svg" => Some(TraceFormat::Svg),
+            _ => None,
+        }
+    }
+}
+
+/// Escapes `s` for XML text and attribute values.
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // XML 1.0 forbids most control characters even escaped.
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok(n: usize) -> Token {
+        Token::new(n).unwrap()
+    }
+
+    fn ev(kind: EventKind, token: usize, time_ns: u64) -> Event {
+        Event {
+            kind,
+            token: tok(token),
+            other: None,
+            time_ns,
+        }
+    }
+
+    fn trace(events: Vec<Event>, start_ns: u64, end_ns: u64) -> Trace {
+        Trace {
+            start_ns,
+            end_ns,
+            events,
+            dropped: 0,
+            names: HashMap::new(),
+            title: None,
+        }
+    }
+
+    fn span(state: ThreadState, start_ns: u64, end_ns: u64) -> Span {
+        Span {
+            state,
+            start_ns,
+            end_ns,
+        }
+    }
+
+    #[test]
+    fn rows_follow_each_threads_states() {
+        use EventKind::*;
+        use ThreadState::*;
+        let t = trace(
+            vec![
+                ev(Released(ReleaseReason::Voluntary), 1, 10), // held since the start
+                ev(Acquired, 2, 11),
+                ev(WaitStart, 1, 20),
+                ev(DropRequested, 2, 25),
+                ev(Released(ReleaseReason::Forced), 2, 26),
+                ev(Acquired, 1, 27),
+                ev(ForcedSwitch, 2, 28),
+                ev(WaitStart, 2, 29),
+            ],
+            0,
+            40,
+        );
+        let rows = t.rows();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            rows[0].spans,
+            vec![
+                span(Running, 0, 10),
+                span(Syscall, 10, 20),
+                span(Waiting, 20, 27),
+                span(Running, 27, 40)
+            ]
+        );
+        assert_eq!(rows[1].spans, vec![span(Running, 11, 26), span(Waiting, 26, 40)]);
+        let kinds: Vec<_> = rows[1].marks.iter().map(|m| m.kind).collect();
+        assert_eq!(kinds, vec![MarkKind::DropRequested, MarkKind::ForcedSwitch]);
+        assert!(rows[0].marks.is_empty());
+    }
+
+    #[test]
+    fn a_reused_token_gets_a_new_row_after_its_final_release() {
+        use EventKind::*;
+        let mut t = trace(
+            vec![
+                ev(Acquired, 7, 1),
+                ev(Released(ReleaseReason::Final), 7, 2),
+                ev(Acquired, 7, 5),
+            ],
+            0,
+            9,
+        );
+        t.names.insert(tok(7), "worker".into());
+        let rows = t.rows();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].name, "worker");
+        assert_eq!(rows[0].spans, vec![span(ThreadState::Running, 1, 2)]);
+        assert_eq!(rows[1].name, "worker #2");
+        assert_eq!(rows[1].spans, vec![span(ThreadState::Running, 5, 9)]);
+    }
+
+    #[test]
+    fn a_full_buffer_ends_the_trace_at_the_first_lost_event() {
+        let tracer = Tracer::new(2);
+        let base = tracer.start_ns;
+        tracer.record(&ev(EventKind::Acquired, 1, base + 1));
+        tracer.record(&ev(EventKind::Released(ReleaseReason::Voluntary), 1, base + 2));
+        tracer.record(&ev(EventKind::Acquired, 1, base + 3));
+        tracer.record(&ev(EventKind::Released(ReleaseReason::Voluntary), 1, base + 4));
+        let t = tracer.finish();
+        assert_eq!((t.events.len(), t.dropped, t.end_ns), (2, 2, base + 3));
+        let rows = t.rows();
+        assert_eq!(
+            rows[0].spans.last(),
+            Some(&span(ThreadState::Syscall, base + 2, base + 3))
+        );
+    }
+
+    #[test]
+    fn formats_come_from_the_extension() {
+        assert_eq!(
+            TraceFormat::from_path(Path::new("a/b.JSON")),
+            Some(TraceFormat::ChromeJson)
+        );
+        assert_eq!(TraceFormat::from_path(Path::new("t.svg")), Some(TraceFormat::Svg));
+        assert_eq!(TraceFormat::from_path(Path::new("t.txt")), None);
+        assert_eq!(TraceFormat::from_path(Path::new("svg")), None);
+    }
+
+    #[test]
+    fn xml_escape_escapes_markup_and_control_characters() {
+        assert_eq!(xml_escape("a<b>&\"c'\u{1}"), "a&lt;b&gt;&amp;&quot;c&apos;?");
+    }
+}

@@ -1,0 +1,185 @@
+//! Traces of real threads on a real lock: the rebuilt timelines, and the
+//! Chrome JSON and SVG files made from them.
+#![cfg(not(gil_loom))]
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use gil_core::trace::{Row, ThreadState, Trace, TraceFormat, Tracer};
+use gil_core::{EventKind, Gil, GilConfig, ReleaseReason, Token};
+
+fn tok(n: usize) -> Token {
+    Token::new(n).expect("non-zero")
+}
+
+/// Two CPU-bound threads that poll the drop request, and one I/O-like
+/// thread that releases around a short sleep, for `ms` milliseconds, traced.
+fn traced_run(config: GilConfig, ms: u64) -> (Trace, gil_core::Counters) {
+    let gil = Arc::new(Gil::new(config.switch_interval_us(500)).unwrap());
+    let tracer = Tracer::new(Tracer::DEFAULT_MAX_EVENTS);
+    tracer.set_title("test <run> & \"friends\"");
+    tracer.name_thread(tok(1), "io");
+    gil.set_event_hook(Some(tracer.hook()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(4));
+    let mut threads = Vec::new();
+    for n in 1..=3 {
+        let (gil, stop, start) = (gil.clone(), stop.clone(), start.clone());
+        threads.push(thread::spawn(move || {
+            let me = tok(n);
+            start.wait();
+            gil.acquire(me).unwrap();
+            while !stop.load(Relaxed) {
+                if n == 1 {
+                    gil.release(me, ReleaseReason::Voluntary).unwrap();
+                    thread::sleep(Duration::from_micros(300));
+                    gil.acquire(me).unwrap();
+                } else {
+                    gil.handle_drop_request(me).unwrap();
+                    std::hint::spin_loop();
+                }
+            }
+            gil.release(me, ReleaseReason::Final).unwrap();
+        }));
+    }
+    start.wait();
+    thread::sleep(Duration::from_millis(ms));
+    stop.store(true, Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    gil.set_event_hook(None);
+    (tracer.finish(), gil.counters())
+}
+
+fn running(row: &Row) -> impl Iterator<Item = (u64, u64)> + '_ {
+    row.spans
+        .iter()
+        .filter(|s| s.state == ThreadState::Running)
+        .map(|s| (s.start_ns, s.end_ns))
+}
+
+#[test]
+fn timelines_show_one_holder_at_a_time_for_every_preset() {
+    for &preset in gil_core::PRESETS {
+        let (trace, counters) = traced_run(GilConfig::preset(preset).unwrap(), 30);
+        assert_eq!(trace.dropped, 0);
+        // The hook saw every acquisition of the run.
+        let acquired = trace.events.iter().filter(|e| e.kind == EventKind::Acquired).count() as u64;
+        assert_eq!(acquired, counters.acquisitions, "{preset}");
+
+        let rows = trace.rows();
+        assert_eq!(rows.len(), 3, "{preset}: one row per thread");
+        assert_eq!(
+            rows.iter().filter(|r| r.name == "io").count(),
+            1,
+            "{preset}: the named row"
+        );
+        let mut all: Vec<(u64, u64)> = Vec::new();
+        for row in &rows {
+            // A row's spans are in order, non-empty and do not overlap.
+            for w in row.spans.windows(2) {
+                assert!(w[0].end_ns <= w[1].start_ns, "{preset}: {:?} overlaps {:?}", w[0], w[1]);
+            }
+            assert!(row.spans.iter().all(|s| s.start_ns < s.end_ns));
+            all.extend(running(row));
+        }
+        // Released is stamped before the lock is let go and Acquired after
+        // it is won, so no two threads are ever seen running at once.
+        all.sort();
+        for w in all.windows(2) {
+            assert!(
+                w[0].1 <= w[1].0,
+                "{preset}: two holders at once: {:?} and {:?}",
+                w[0],
+                w[1]
+            );
+        }
+        // Every thread both ran and (with two CPU threads) waited.
+        for row in &rows {
+            assert!(running(row).next().is_some(), "{preset}: {} never ran", row.name);
+        }
+        assert!(rows
+            .iter()
+            .any(|r| r.spans.iter().any(|s| s.state == ThreadState::Waiting)));
+    }
+}
+
+#[test]
+fn chrome_json_has_a_complete_event_per_span_and_named_threads() {
+    let (trace, _) = traced_run(GilConfig::preset("classic").unwrap(), 20);
+    let mut out = Vec::new();
+    trace.write_chrome_json(&mut out).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    let rows = trace.rows();
+    let spans: usize = rows.iter().map(|r| r.spans.len()).sum();
+    let marks: usize = rows.iter().map(|r| r.marks.len()).sum();
+    let count = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
+    assert_eq!(count("X"), spans);
+    assert_eq!(count("i"), marks);
+    let names: HashSet<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains("io"));
+    assert_eq!(names.len(), rows.len());
+    assert_eq!(doc["otherData"]["title"], "test <run> & \"friends\"");
+    // Durations are non-negative microseconds inside the trace.
+    let end_us = trace.duration_ns() as f64 / 1e3;
+    for e in events.iter().filter(|e| e["ph"] == "X") {
+        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        assert!(ts >= 0.0 && dur >= 0.0 && ts + dur <= end_us + 0.001, "{e}");
+    }
+}
+
+#[test]
+fn svg_is_well_formed_with_a_row_per_thread() {
+    let (trace, _) = traced_run(GilConfig::preset("priority").unwrap(), 20);
+    let mut out = Vec::new();
+    trace.write_svg(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "svg");
+    let texts: Vec<String> = root
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| {
+            n.children()
+                .filter(|c| c.is_text())
+                .map(|c| c.text().unwrap())
+                .collect()
+        })
+        .collect();
+    assert!(
+        texts.iter().any(|t| t == "test <run> & \"friends\""),
+        "the title, unescaped"
+    );
+    for row in trace.rows() {
+        assert!(texts.contains(&row.name), "no label for {}", row.name);
+    }
+    // Colour per state: the run had running, waiting and system-call time.
+    let fills: HashSet<&str> = root.descendants().filter_map(|n| n.attribute("fill")).collect();
+    assert!(fills.len() >= 4, "{fills:?}");
+}
+
+#[test]
+fn write_to_picks_the_format_and_reports_io_errors() {
+    let (trace, _) = traced_run(GilConfig::new(), 5);
+    let dir = std::env::temp_dir().join(format!("gil-trace-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("t.json");
+    trace.write_to(&json, TraceFormat::from_path(&json).unwrap()).unwrap();
+    assert!(std::fs::read_to_string(&json).unwrap().contains("traceEvents"));
+    let svg = dir.join("t.svg");
+    trace.write_to(&svg, TraceFormat::from_path(&svg).unwrap()).unwrap();
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    let missing = dir.join("no/such/dir/t.svg");
+    assert!(trace.write_to(&missing, TraceFormat::Svg).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -156,7 +156,7 @@ fn io_benches(group: &mut BenchmarkGroup<'_, WallTime>, cpu: usize, len: usize, 
         let gil = new_gil(config);
         let shared = Arc::new(ExclusiveCounter::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let (stream, peer) = EchoPeer::spawn(len, delay);
+        let (stream, peer) = EchoPeer::spawn(len, delay).expect("start the echo peer");
         let mut io = IoEnd::new(stream, len);
         let mut jobs = vec![{
             let (gil, shared, stop) = (gil.clone(), shared.clone(), stop.clone());
@@ -182,13 +182,17 @@ fn io_benches(group: &mut BenchmarkGroup<'_, WallTime>, cpu: usize, len: usize, 
             })
         });
         drop(pool); // closes the socket: the peer sees end of file
-        assert_eq!(peer.join(), round_trips, "the peer echoed every message once");
+        assert_eq!(
+            peer.join().expect("echo peer I/O"),
+            round_trips,
+            "the peer echoed every message once"
+        );
     }
 
     let mutex = Arc::new(parking_lot::Mutex::new(()));
     let shared = Arc::new(ExclusiveCounter::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let (stream, peer) = EchoPeer::spawn(len, delay);
+    let (stream, peer) = EchoPeer::spawn(len, delay).expect("start the echo peer");
     let mut io = IoEnd::new(stream, len);
     let mut jobs = vec![{
         let (mutex, shared, stop) = (mutex.clone(), shared.clone(), stop.clone());
@@ -211,7 +215,11 @@ fn io_benches(group: &mut BenchmarkGroup<'_, WallTime>, cpu: usize, len: usize, 
         })
     });
     drop(pool);
-    assert_eq!(peer.join(), round_trips, "the peer echoed every message once");
+    assert_eq!(
+        peer.join().expect("echo peer I/O"),
+        round_trips,
+        "the peer echoed every message once"
+    );
 }
 
 /// Short phases: with the classic preset and CPU threads a round trip takes

@@ -1,25 +1,25 @@
 //! What the multi-threaded benches share: persistent worker threads driven by
 //! a start barrier and a stop rendezvous (so only the contended region is
-//! timed), a counter that proves mutual exclusion, the CPU work unit and the
-//! CPU-bound thread bodies, the echo peer of the I/O benches, and the
-//! criterion settings.
+//! timed), the `parking_lot` baseline's CPU thread, the checks after each
+//! run and the criterion settings; plus, from `gil_bench::workload` (shared
+//! with the simulator), the exclusion counter, the CPU work unit and thread
+//! body and the echo peer.
 //!
 //! Each bench includes this file with `mod common;` and uses a part of it.
 
 #![allow(dead_code, reason = "each bench uses its own subset of these helpers")]
 
-use std::hint::{black_box, spin_loop};
-use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::hint::spin_loop;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Barrier};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::CachePadded;
-use gil_core::{Counters, Gil, GilConfig, ReleaseReason, Token};
+#[allow(unused_imports, reason = "each bench uses its own subset")]
+pub use gil_bench::workload::{gil_cpu_thread, stamp, work_unit, EchoPeer, ExclusiveCounter};
+use gil_core::{Counters, Gil, GilConfig, Token};
 
 /// Every named configuration of the lock, read from `gil_core::PRESETS` so
 /// that presets added to gil-core show up in every bench.
@@ -235,69 +235,6 @@ pub fn wait_until(mut ready: impl FnMut() -> bool) {
     }
 }
 
-// ---- proof of exclusion -------------------------------------------------------
-
-/// A counter only ever bumped by whoever holds the lock under test, with a
-/// plain load and a plain store instead of a read-modify-write. If two
-/// threads were ever inside at once, bumps would be lost and the total would
-/// come out short: the exact total after a run proves mutual exclusion (and
-/// the lock's acquire/release ordering, which publishes each holder's
-/// store to the next).
-#[derive(Default)]
-pub struct ExclusiveCounter(CachePadded<AtomicU64>);
-
-impl ExclusiveCounter {
-    /// Adds one. Call only while holding the lock under test.
-    #[inline]
-    pub fn bump(&self) {
-        self.0.store(self.0.load(Relaxed) + 1, Relaxed);
-    }
-
-    /// The total so far, set back to 0 (between runs, by the bench thread).
-    pub fn take(&self) -> u64 {
-        self.0.swap(0, Acquire)
-    }
-}
-
-// ---- CPU work -----------------------------------------------------------------
-
-/// xorshift rounds in one [`work_unit`].
-const WORK_ROUNDS: u32 = 500;
-
-/// A unit of "bytecode": pure arithmetic, about a microsecond; the
-/// CPU-bound threads poll for drop requests between units, as an
-/// interpreter does between instructions.
-#[inline]
-pub fn work_unit(seed: u64) -> u64 {
-    let mut x = black_box(seed) | 1;
-    for _ in 0..WORK_ROUNDS {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    black_box(x)
-}
-
-/// A CPU-bound thread on the GIL: takes the lock, then does work units while
-/// `more(units_done)` says so, each one counted in `shared` under the lock,
-/// answering drop requests between units; at the end a final release (so the
-/// lock is idle after the run even with lazy release). Returns the units done.
-pub fn gil_cpu_thread(gil: &Gil, me: Token, shared: &ExclusiveCounter, mut more: impl FnMut(u64) -> bool) -> u64 {
-    let mut done = 0;
-    let mut seed = me.get() as u64;
-    gil.acquire(me).expect("acquire");
-    while more(done) {
-        seed = work_unit(seed);
-        shared.bump();
-        done += 1;
-        if gil.drop_requested() {
-            gil.handle_drop_request(me).expect("answer a drop request");
-        }
-    }
-    gil.release(me, ReleaseReason::Final).expect("release");
-    done
-}
-
 /// The same CPU-bound thread on a `parking_lot::Mutex`, taken once per work
 /// unit: what a plain mutex does with the same critical sections (its own
 /// "eventual fairness" hands it over every 0.5 ms or so).
@@ -343,71 +280,6 @@ pub fn check_counters(gil: &Gil, before: &Counters, at_least: u64) -> Counters {
         "every lazy takeover is an acquisition: {now:?} since {before:?}"
     );
     now
-}
-
-// ---- I/O ------------------------------------------------------------------------
-
-/// The other end of an I/O thread's socket: a thread that does not use any
-/// lock, reads whole messages of a fixed length and writes each one back,
-/// at once or after a delay (a server's think time).
-pub struct EchoPeer {
-    handle: JoinHandle<io::Result<u64>>,
-}
-
-impl EchoPeer {
-    /// A connected socket pair; the peer serves one end until the other is
-    /// closed, sleeping `delay` (if not zero) before each answer. Returns the
-    /// other end.
-    pub fn spawn(message_len: usize, delay: Duration) -> (UnixStream, EchoPeer) {
-        let (ours, theirs) = UnixStream::pair().expect("socketpair");
-        let handle = thread::Builder::new()
-            .name("bench-echo".into())
-            .spawn(move || echo(theirs, message_len, delay))
-            .expect("spawn the echo peer");
-        (ours, EchoPeer { handle })
-    }
-
-    /// Waits for the peer to see the socket closed; returns how many
-    /// messages it echoed.
-    pub fn join(self) -> u64 {
-        self.handle
-            .join()
-            .expect("echo peer does not panic")
-            .expect("echo peer I/O")
-    }
-}
-
-fn echo(mut stream: UnixStream, message_len: usize, delay: Duration) -> io::Result<u64> {
-    let mut buf = vec![0u8; message_len];
-    let mut echoed = 0;
-    loop {
-        // A whole message before answering, so that neither side ever
-        // writes while the other is writing too (no buffer deadlock).
-        match stream.read_exact(&mut buf) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(echoed),
-            Err(e) => return Err(e),
-        }
-        if !delay.is_zero() {
-            // A sleep, not a spin: on 2 cores a spinning peer would take
-            // the CPU threads' core. The kernel's timer slack adds ~50 µs.
-            thread::sleep(delay);
-        }
-        stream.write_all(&buf)?;
-        echoed += 1;
-    }
-}
-
-/// Stamps a message with `seq`: in its first 8 bytes and its last byte, so
-/// that an echo of another message, or one shifted or cut short, differs.
-pub fn stamp(message: &mut [u8], seq: u64) {
-    let head = seq.to_le_bytes();
-    let n = head.len().min(message.len());
-    message[..n].copy_from_slice(&head[..n]);
-    let fill = seq as u8;
-    if let Some(last) = message.get_mut(n..).and_then(|rest| rest.last_mut()) {
-        *last = fill;
-    }
 }
 
 // ---- criterion ------------------------------------------------------------------

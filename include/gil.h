@@ -66,8 +66,11 @@ enum gil_result_t
   GIL_ERR_INVALID_ARGUMENT = 8,
   // `gil_policy_from_name` does not know the name.
   GIL_ERR_UNKNOWN_POLICY = 9,
-  // A file could not be written (`gil_trace_stop`); nothing else changed.
+  // A file could not be created or written (`gil_trace_start`,
+  // `gil_trace_stop`).
   GIL_ERR_IO = 10,
+  // `gil_trace_stop` or `gil_trace_name_thread` without a running trace.
+  GIL_ERR_NOT_TRACING = 11,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -467,7 +470,9 @@ uint64_t gil_now_ns(void);
 // Installs `callback` (with `user_data`) as the lock's event hook,
 // replacing any hook; a NULL callback removes it. Returns once no thread is
 // still inside the hook it replaced, so the caller may free that hook's
-// user data. Must not be called from inside a hook. Any thread.
+// user data. `GIL_ERR_BUSY` while a trace is running (`gil_trace_start`),
+// which uses the same hook. Must not be called from inside a hook. Any
+// thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `callback`, if not NULL, follows
@@ -506,6 +511,45 @@ gil_result_t gil_reset_histograms(gil_t *gil);
 // writable `gil_histograms_t`.
 gil_result_t gil_get_histograms(const gil_t *gil,
                                 gil_histograms_t *histograms_out);
+
+// Starts recording the lock's events, for a timeline written to `path`
+// by `gil_trace_stop`. The format follows the file name: `.json` for
+// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
+// anything else is `GIL_ERR_INVALID_ARGUMENT`. The file is created (or
+// emptied) now, so a path that cannot be written fails here with
+// `GIL_ERR_IO`, not at the end. `title` (may be NULL) heads the picture.
+// At most `max_events` events are kept (0: about a million); a trace that
+// fills up ends at the first event that did not fit. `GIL_ERR_BUSY` if a
+// trace is already running or a C hook is installed (`gil_set_event_hook`):
+// a trace uses the lock's event hook. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `path` is NULL or a NUL-terminated string;
+// `title` is NULL or a NUL-terminated string.
+gil_result_t gil_trace_start(gil_t *gil,
+                             const char *path,
+                             const char *title,
+                             size_t max_events);
+
+// Names `token`'s row in the running trace's picture (default: `thread N
+// (0x...)`). `GIL_ERR_NOT_TRACING` without a running trace. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
+gil_result_t gil_trace_name_thread(gil_t *gil,
+                                   void *token,
+                                   const char *name);
+
+// Stops the running trace and writes it to the file given to
+// `gil_trace_start`. `*events_out` (if `events_out` is not NULL) = the
+// number of events written. `GIL_ERR_NOT_TRACING` without a running trace;
+// `GIL_ERR_IO` if writing failed (the trace is stopped either way). Must
+// not be called from inside a hook. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `events_out` is NULL or writable.
+gil_result_t gil_trace_stop(gil_t *gil,
+                            uint64_t *events_out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -14,11 +14,17 @@
 //!   can become an invalid Rust enum.
 #![allow(non_camel_case_types, reason = "C names: the header is the interface")]
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void, CStr, OsStr};
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::mem::{offset_of, size_of};
+use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
 use std::ptr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use gil_core::trace::{TraceFormat, Tracer};
 use gil_core::{Event, EventKind, Gil, GilConfig, GilError, Policy, ReleaseReason, Token};
 
 /// Major version of this library; matches `Cargo.toml`.
@@ -56,8 +62,11 @@ pub enum gil_result_t {
     GIL_ERR_INVALID_ARGUMENT = 8,
     /// `gil_policy_from_name` does not know the name.
     GIL_ERR_UNKNOWN_POLICY = 9,
-    /// A file could not be written (`gil_trace_stop`); nothing else changed.
+    /// A file could not be created or written (`gil_trace_start`,
+    /// `gil_trace_stop`).
     GIL_ERR_IO = 10,
+    /// `gil_trace_stop` or `gil_trace_name_thread` without a running trace.
+    GIL_ERR_NOT_TRACING = 11,
 }
 use gil_result_t::*;
 
@@ -220,6 +229,29 @@ pub struct gil_histograms_t {
 /// A lock. Opaque: create with `gil_new`, destroy with `gil_free`.
 pub struct gil_t {
     gil: Gil,
+    /// Who owns the lock's event hook. Changed only under this mutex, so a
+    /// C hook and a trace never replace each other.
+    hook: Mutex<HookOwner>,
+}
+
+/// The user of a lock's one event hook.
+enum HookOwner {
+    None,
+    /// `gil_set_event_hook` installed a C callback.
+    C,
+    /// `gil_trace_start` is recording into this file.
+    Trace {
+        tracer: Arc<Tracer>,
+        file: File,
+        format: TraceFormat,
+    },
+}
+
+impl gil_t {
+    fn hook_owner(&self) -> MutexGuard<'_, HookOwner> {
+        // Nothing under this mutex can be left half-changed by a panic.
+        self.hook.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// The C callback and its user data, callable from any thread (the caller of
@@ -271,8 +303,27 @@ fn map_err(e: GilError) -> gil_result_t {
 /// # Safety
 /// `gil` is NULL or a pointer from `gil_new` not yet freed.
 unsafe fn lock_ref<'a>(gil: *const gil_t) -> Result<&'a Gil, gil_result_t> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { handle_ref(gil) }.map(|g| &g.gil)
+}
+
+/// # Safety
+/// `gil` is NULL or a pointer from `gil_new` not yet freed.
+unsafe fn handle_ref<'a>(gil: *const gil_t) -> Result<&'a gil_t, gil_result_t> {
     // SAFETY: by this function's contract, non-NULL means live.
-    unsafe { gil.as_ref() }.map(|g| &g.gil).ok_or(GIL_ERR_NULL_ARGUMENT)
+    unsafe { gil.as_ref() }.ok_or(GIL_ERR_NULL_ARGUMENT)
+}
+
+/// # Safety
+/// `s` is NULL or a NUL-terminated string.
+unsafe fn c_str<'a>(s: *const c_char) -> Result<&'a str, gil_result_t> {
+    if s.is_null() {
+        return Err(GIL_ERR_NULL_ARGUMENT);
+    }
+    // SAFETY: non-NULL and NUL-terminated by this function's contract.
+    unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| GIL_ERR_INVALID_ARGUMENT)
 }
 
 fn token(ptr: *mut c_void) -> Result<Token, gil_result_t> {
@@ -331,7 +382,8 @@ pub extern "C" fn gil_result_str(result: u32) -> *const c_char {
         7 => c"the wait for the lock was aborted by the caller's callback",
         8 => c"an argument is out of range",
         9 => c"unknown policy name",
-        10 => c"a file could not be written",
+        10 => c"a file could not be created or written",
+        11 => c"no trace is running on this lock",
         _ => c"unknown result code",
     };
     text.as_ptr()
@@ -422,7 +474,10 @@ pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut
             }
         }
         let gil = Gil::new(builder).map_err(map_err)?;
-        let boxed = Box::into_raw(Box::new(gil_t { gil }));
+        let boxed = Box::into_raw(Box::new(gil_t {
+            gil,
+            hook: Mutex::new(HookOwner::None),
+        }));
         // SAFETY: checked non-NULL above; valid for writes by the contract.
         unsafe { gil_out.write(boxed) };
         Ok(())
@@ -935,7 +990,9 @@ fn reason_to_raw(reason: ReleaseReason) -> gil_release_reason_t {
 /// Installs `callback` (with `user_data`) as the lock's event hook,
 /// replacing any hook; a NULL callback removes it. Returns once no thread is
 /// still inside the hook it replaced, so the caller may free that hook's
-/// user data. Must not be called from inside a hook. Any thread.
+/// user data. `GIL_ERR_BUSY` while a trace is running (`gil_trace_start`),
+/// which uses the same hook. Must not be called from inside a hook. Any
+/// thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `callback`, if not NULL, follows
@@ -948,12 +1005,17 @@ pub unsafe extern "C" fn gil_set_event_hook(
 ) -> gil_result_t {
     guard_result(|| {
         // SAFETY: forwarded from this function's contract.
-        let gil = unsafe { lock_ref(gil) }?;
+        let handle = unsafe { handle_ref(gil) }?;
+        let mut owner = handle.hook_owner();
+        if matches!(*owner, HookOwner::Trace { .. }) {
+            return Err(GIL_ERR_BUSY);
+        }
         let hook = callback.map(|callback| {
             let cb = EventCallback { callback, user_data };
-            std::sync::Arc::new(move |e: &Event| cb.call(e)) as gil_core::EventHook
+            Arc::new(move |e: &Event| cb.call(e)) as gil_core::EventHook
         });
-        gil.set_event_hook(hook);
+        *owner = if hook.is_some() { HookOwner::C } else { HookOwner::None };
+        handle.gil.set_event_hook(hook);
         Ok(())
     })
 }
@@ -1032,6 +1094,123 @@ pub unsafe extern "C" fn gil_get_histograms(gil: *const gil_t, histograms_out: *
     })
 }
 
+/// Starts recording the lock's events, for a timeline written to `path`
+/// by `gil_trace_stop`. The format follows the file name: `.json` for
+/// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
+/// anything else is `GIL_ERR_INVALID_ARGUMENT`. The file is created (or
+/// emptied) now, so a path that cannot be written fails here with
+/// `GIL_ERR_IO`, not at the end. `title` (may be NULL) heads the picture.
+/// At most `max_events` events are kept (0: about a million); a trace that
+/// fills up ends at the first event that did not fit. `GIL_ERR_BUSY` if a
+/// trace is already running or a C hook is installed (`gil_set_event_hook`):
+/// a trace uses the lock's event hook. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `path` is NULL or a NUL-terminated string;
+/// `title` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn gil_trace_start(
+    gil: *mut gil_t,
+    path: *const c_char,
+    title: *const c_char,
+    max_events: usize,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let handle = unsafe { handle_ref(gil) }?;
+        if path.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        // SAFETY: non-NULL and NUL-terminated by this function's contract.
+        let path = Path::new(OsStr::from_bytes(unsafe { CStr::from_ptr(path) }.to_bytes()));
+        let title = if title.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL, NUL-terminated by this function's contract.
+            Some(unsafe { c_str(title) }?)
+        };
+        let format = TraceFormat::from_path(path).ok_or(GIL_ERR_INVALID_ARGUMENT)?;
+        let mut owner = handle.hook_owner();
+        if !matches!(*owner, HookOwner::None) {
+            return Err(GIL_ERR_BUSY);
+        }
+        let file = File::create(path).map_err(|_| GIL_ERR_IO)?;
+        let tracer = Tracer::new(if max_events == 0 {
+            Tracer::DEFAULT_MAX_EVENTS
+        } else {
+            max_events
+        });
+        if let Some(t) = title {
+            tracer.set_title(t);
+        }
+        handle.gil.set_event_hook(Some(tracer.hook()));
+        *owner = HookOwner::Trace { tracer, file, format };
+        Ok(())
+    })
+}
+
+/// Names `token`'s row in the running trace's picture (default: `thread N
+/// (0x...)`). `GIL_ERR_NOT_TRACING` without a running trace. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn gil_trace_name_thread(
+    gil: *mut gil_t,
+    token: *mut c_void,
+    name: *const c_char,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let handle = unsafe { handle_ref(gil) }?;
+        let token = self::token(token)?;
+        // SAFETY: forwarded from this function's contract.
+        let name = unsafe { c_str(name) }?;
+        match &*handle.hook_owner() {
+            HookOwner::Trace { tracer, .. } => {
+                tracer.name_thread(token, name);
+                Ok(())
+            }
+            _ => Err(GIL_ERR_NOT_TRACING),
+        }
+    })
+}
+
+/// Stops the running trace and writes it to the file given to
+/// `gil_trace_start`. `*events_out` (if `events_out` is not NULL) = the
+/// number of events written. `GIL_ERR_NOT_TRACING` without a running trace;
+/// `GIL_ERR_IO` if writing failed (the trace is stopped either way). Must
+/// not be called from inside a hook. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `events_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_trace_stop(gil: *mut gil_t, events_out: *mut u64) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let handle = unsafe { handle_ref(gil) }?;
+        let mut owner = handle.hook_owner();
+        let HookOwner::Trace { tracer, file, format } = std::mem::replace(&mut *owner, HookOwner::None) else {
+            return Err(GIL_ERR_NOT_TRACING);
+        };
+        handle.gil.set_event_hook(None);
+        drop(owner);
+        let trace = tracer.finish();
+        let mut out = BufWriter::new(file);
+        let written = match format {
+            TraceFormat::ChromeJson => trace.write_chrome_json(&mut out),
+            TraceFormat::Svg => trace.write_svg(&mut out),
+        }
+        .and_then(|()| out.flush());
+        written.map_err(|_| GIL_ERR_IO)?;
+        if !events_out.is_null() {
+            // SAFETY: non-NULL, writable by this function's contract.
+            unsafe { events_out.write(trace.events.len() as u64) };
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1074,7 +1253,7 @@ mod tests {
 
     #[test]
     fn every_result_code_has_its_own_text() {
-        let texts: Vec<_> = (0..=10u32)
+        let texts: Vec<_> = (0..=11u32)
             // SAFETY: gil_result_str always returns a static C string.
             .map(|c| unsafe { CStr::from_ptr(gil_result_str(c)) }.to_owned())
             .collect();

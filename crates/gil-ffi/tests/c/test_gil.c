@@ -595,6 +595,114 @@ static void test_monitor_events_histograms(void) {
     pthread_mutex_destroy(&log.mutex);
 }
 
+/* ---- traces --------------------------------------------------------------- */
+
+static size_t count_substr(const char *hay, const char *needle) {
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* The whole file, NUL-terminated (caller frees); NULL if unreadable. */
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf != NULL && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (cap - len < 2) {
+            char *bigger = realloc(buf, cap * 2);
+            if (bigger == NULL) free(buf);
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf != NULL) buf[len] = '\0';
+    return buf;
+}
+
+static void test_traces(void) {
+    char dir[] = "/tmp/gil-trace-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char json[64], svg[64], bad[64], missing[96];
+    snprintf(json, sizeof json, "%s/t.json", dir);
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    snprintf(bad, sizeof bad, "%s/t.txt", dir);
+    snprintf(missing, sizeof missing, "%s/no/such/dir/t.svg", dir);
+    gil_t *gil = new_gil(300, NULL, NULL);
+    uint64_t events = 0;
+
+    /* Misuse first: nothing runs, nothing changes. */
+    CHECK_RESULT(gil_trace_start(NULL, json, NULL, 0), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_trace_start(gil, NULL, NULL, 0), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_trace_start(gil, bad, NULL, 0), GIL_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(gil_trace_start(gil, missing, NULL, 0), GIL_ERR_IO);
+    CHECK_RESULT(gil_trace_stop(gil, &events), GIL_ERR_NOT_TRACING);
+    int token = 0;
+    CHECK_RESULT(gil_trace_name_thread(gil, &token, "x"), GIL_ERR_NOT_TRACING);
+    static struct event_log log;
+    pthread_mutex_init(&log.mutex, NULL);
+    CHECK_RESULT(gil_set_event_hook(gil, record_event, &log), GIL_OK);
+    CHECK_RESULT(gil_trace_start(gil, json, NULL, 0), GIL_ERR_BUSY); /* the hook is taken */
+    CHECK_RESULT(gil_set_event_hook(gil, NULL, NULL), GIL_OK);
+
+    /* A JSON trace of two spinners: a complete event per state stretch. */
+    CHECK_RESULT(gil_trace_start(gil, json, "two \"spinners\"", 0), GIL_OK);
+    CHECK_RESULT(gil_trace_start(gil, svg, NULL, 0), GIL_ERR_BUSY);
+    CHECK_RESULT(gil_set_event_hook(gil, record_event, &log), GIL_ERR_BUSY);
+    struct spinner sp[2] = {{gil, 3, 0}, {gil, 3, 0}};
+    CHECK_RESULT(gil_trace_name_thread(gil, &sp[0], "first <spinner>"), GIL_OK);
+    CHECK_RESULT(gil_trace_name_thread(gil, NULL, "x"), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_trace_name_thread(gil, &sp[0], NULL), GIL_ERR_NULL_ARGUMENT);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, spin_worker, &sp[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK_RESULT(gil_trace_stop(gil, &events), GIL_OK);
+    CHECK_RESULT(gil_trace_stop(gil, &events), GIL_ERR_NOT_TRACING);
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    CHECK_RESULT(gil_get_counters(gil, &c), GIL_OK);
+    /* Each acquisition and each release is an event; drop requests too. */
+    CHECK(events >= 2 * c.acquisitions + c.drop_requests);
+    char *text = read_file(json);
+    CHECK(text != NULL);
+    if (text != NULL) {
+        CHECK(strstr(text, "\"traceEvents\"") != NULL);
+        CHECK(strstr(text, "\"title\":\"two \\\"spinners\\\"\"") != NULL);
+        CHECK(strstr(text, "\"name\":\"first <spinner>\"") != NULL);
+        /* Both threads ran once per acquisition. */
+        CHECK(count_substr(text, "\"name\":\"running\"") == c.acquisitions);
+        CHECK(count_substr(text, "\"name\":\"forced_switch\"") == c.forced_switches);
+        free(text);
+    }
+
+    /* An SVG trace, with the hook free again afterwards. */
+    CHECK_RESULT(gil_trace_start(gil, svg, NULL, 16), GIL_OK);
+    sp[0].switches = sp[1].switches = 0;
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, spin_worker, &sp[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK_RESULT(gil_trace_stop(gil, NULL), GIL_OK);
+    text = read_file(svg);
+    CHECK(text != NULL);
+    if (text != NULL) {
+        CHECK(strncmp(text, "<svg", 4) == 0);
+        CHECK(strstr(text, "</svg>") != NULL);
+        CHECK(strstr(text, "events lost") != NULL); /* only 16 were kept */
+        free(text);
+    }
+    CHECK_RESULT(gil_set_event_hook(gil, record_event, &log), GIL_OK);
+    CHECK_RESULT(gil_set_event_hook(gil, NULL, NULL), GIL_OK);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    pthread_mutex_destroy(&log.mutex);
+    unlink(json);
+    unlink(svg);
+    rmdir(dir);
+}
+
 /* ---- fork ---------------------------------------------------------------- */
 
 static void *fork_waiter(void *arg) {
@@ -676,6 +784,7 @@ int main(void) {
         {"misuse_codes", test_misuse_codes},
         {"presets_and_policies", test_presets_and_policies},
         {"monitor_events_histograms", test_monitor_events_histograms},
+        {"traces", test_traces},
         {"fork_in_threaded_process", test_fork_in_threaded_process},
     };
     int passed = 0;

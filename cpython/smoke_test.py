@@ -5,7 +5,7 @@ Checks that the GIL really is the library's, wired the way the shim says:
 _rustgil reports it, its counters move when threads contend, drop requests
 reach the holder, the switch interval goes through, PYTHONRUSTGIL selects
 the policy and its options (anything unknown is a start-up error), stats
-and histograms move, the monitor thread (under the monitor presets) works
+and histograms move, traces are written as Chrome JSON and SVG, the monitor thread (under the monitor presets) works
 and sleeps when idle, a sub-interpreter with its
 own GIL gets its own lock, and the _Py_DebugOffsets view of _gil.locked and
 _gil.last_holder is what debuggers need.
@@ -78,6 +78,66 @@ class RustGilSmoke(unittest.TestCase):
         finally:
             _rustgil.enable_histograms(False)
         self.assertFalse(_rustgil.stats()["histograms_enabled"])
+
+    def traced_spinners(self, path, **kwargs):
+        _rustgil.trace_start(path, **kwargs)
+        threads = [threading.Thread(target=spin, args=(0.05,), name=f"spinner-{i}") for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        time.sleep(0.001)  # the main thread: a voluntary release
+        return _rustgil.trace_stop()
+
+    def test_trace_to_chrome_json(self):
+        import json
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gil.json")
+            events = self.traced_spinners(path)
+            with open(path) as f:
+                doc = json.load(f)
+        self.assertGreater(events, 4)
+        self.assertEqual(doc["otherData"]["events"], events)
+        self.assertIn(f"GIL policy {EXPECTED_POLICY}", doc["otherData"]["title"])
+        trace = doc["traceEvents"]
+        names = {e["args"]["name"] for e in trace if e["name"] == "thread_name"}
+        # The spinners have exited (their rows keep the default name); the
+        # main thread is alive at trace_stop() and named after threading's.
+        self.assertIn(f"MainThread ({threading.main_thread().ident})", names)
+        states = {e["name"] for e in trace if e["ph"] == "X"}
+        self.assertLessEqual({"running", "waiting"}, states)
+        self.assertIn("syscall", states)  # time.sleep released the GIL
+
+    def test_trace_to_svg(self):
+        import tempfile
+        import xml.etree.ElementTree as ET
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gil.svg")
+            self.traced_spinners(path, title="two spinners", max_events=100_000)
+            root = ET.parse(path).getroot()
+        self.assertTrue(root.tag.endswith("svg"))
+        texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+        self.assertIn("two spinners", texts)
+        self.assertTrue(any(t.startswith("MainThread") for t in texts), texts)
+
+    def test_trace_misuse_raises(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(ValueError):
+                _rustgil.trace_start(os.path.join(d, "gil.txt"))
+            with self.assertRaises(FileNotFoundError):
+                _rustgil.trace_start(os.path.join(d, "no", "such", "gil.svg"))
+            with self.assertRaises(ValueError):
+                _rustgil.trace_start(os.path.join(d, "gil.svg"), max_events=-1)
+            with self.assertRaises(RuntimeError):
+                _rustgil.trace_stop()  # none running
+            _rustgil.trace_start(os.path.join(d, "gil.svg"))
+            try:
+                with self.assertRaises(RuntimeError):
+                    _rustgil.trace_start(os.path.join(d, "other.svg"))
+            finally:
+                _rustgil.trace_stop()
 
     @unittest.skipUnless(EXPECTED_POLICY.endswith("monitor"), "needs the monitor thread")
     def test_the_monitor_works_and_sleeps_when_idle(self):

@@ -23,6 +23,12 @@
  *   _rustgil.stats()           dict: the counters, plus histograms_enabled
  *                              and wait_histogram / hold_histogram (lists of
  *                              64 counts; bucket i: [2**i, 2**(i+1)) ns)
+ *   _rustgil.trace_start(path, title=None, max_events=0)
+ *                              records this interpreter's GIL events for a
+ *                              timeline: path ends in .json (Chrome trace
+ *                              events, for Perfetto) or .svg
+ *   _rustgil.trace_stop()      names the rows after the live threads,
+ *                              writes the file, returns the event count
  */
 #ifndef Py_BUILD_CORE_BUILTIN
 #  define Py_BUILD_CORE_MODULE 1
@@ -30,6 +36,7 @@
 
 #include "Python.h"
 #include <gil.h>
+#include <strings.h>             /* strcasecmp */
 
 #ifndef Py_RUST_GIL
 #  error "_rustgil needs an interpreter configured --with-rust-gil"
@@ -319,6 +326,157 @@ rustgil_reset_histograms(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+static PyObject *
+rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"path", "title", "max_events", NULL};
+    PyObject *path = NULL;
+    const char *title = NULL;
+    Py_ssize_t max_events = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|zn:trace_start", keywords, PyUnicode_FSConverter,
+                                     &path, &title, &max_events)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    gil_t *lock = current_lock();
+    const char *p = PyBytes_AS_STRING(path);
+    size_t len = strlen(p);
+    if (lock == NULL) {
+        goto done;
+    }
+    if (max_events < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_events must be >= 0 (0: the library's default)");
+        goto done;
+    }
+    if (!((len > 5 && strcasecmp(p + len - 5, ".json") == 0) || (len > 4 && strcasecmp(p + len - 4, ".svg") == 0))) {
+        PyErr_Format(PyExc_ValueError, "trace file %R: the name must end in .json (Chrome trace "
+                     "events, for Perfetto) or .svg (a timeline picture)", path);
+        goto done;
+    }
+    /* Try the file here first, so that the error is the OSError subclass
+       its errno calls for (FileNotFoundError, PermissionError, ...). */
+    FILE *probe = fopen(p, "w");
+    if (probe == NULL) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        goto done;
+    }
+    fclose(probe);
+    char default_title[160];
+    if (title == NULL) {
+        PyObject *policy = rustgil_policy(module, NULL);
+        if (policy == NULL) {
+            goto done;
+        }
+        snprintf(default_title, sizeof default_title, "Python %s, GIL policy %s", PY_VERSION,
+                 PyUnicode_AsUTF8(policy) ? PyUnicode_AsUTF8(policy) : "?");
+        Py_DECREF(policy);
+        title = default_title;
+    }
+    gil_result_t r = gil_trace_start(lock, p, title, (size_t)max_events);
+    if (r == GIL_ERR_BUSY) {
+        PyErr_SetString(PyExc_RuntimeError, "a GIL trace is already running in this interpreter");
+        goto done;
+    }
+    if (r == GIL_ERR_IO) {
+        PyErr_Format(PyExc_OSError, "cannot create the trace file %R", path);
+        goto done;
+    }
+    if (r != GIL_OK) {
+        lock_error("gil_trace_start", r);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(path);
+    return result;
+}
+
+/* Names the trace's rows after this interpreter's live threads: the
+   threading module's name where it knows the thread, else its ident. */
+static int
+name_trace_rows(gil_t *lock)
+{
+    PyObject *active = NULL;
+    PyObject *modname = PyUnicode_FromString("threading");
+    if (modname == NULL) {
+        return -1;
+    }
+    PyObject *threading = PyImport_GetModule(modname);
+    Py_DECREF(modname);
+    if (threading == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    if (threading != NULL) {
+        active = PyObject_GetAttrString(threading, "_active");
+        Py_DECREF(threading);
+        if (active == NULL) {
+            PyErr_Clear(); /* names are a nicety */
+        }
+    }
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    /* The GIL is held: no thread state of this interpreter is unlinked
+       meanwhile (a thread unlinks its own while still holding the GIL). */
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL; ts = PyThreadState_Next(ts)) {
+        char name[128];
+        snprintf(name, sizeof name, "thread %lu", ts->thread_id);
+        PyObject *thread = NULL, *pyname = NULL;
+        if (active != NULL && PyDict_Check(active)) {
+            PyObject *ident = PyLong_FromUnsignedLong(ts->thread_id);
+            if (ident != NULL) {
+                thread = PyDict_GetItemWithError(active, ident); /* borrowed */
+                Py_DECREF(ident);
+            }
+            if (thread != NULL) {
+                pyname = PyObject_GetAttrString(thread, "name");
+            }
+            PyErr_Clear();
+        }
+        if (pyname != NULL && PyUnicode_Check(pyname)) {
+            const char *utf8 = PyUnicode_AsUTF8(pyname);
+            if (utf8 != NULL) {
+                snprintf(name, sizeof name, "%s (%lu)", utf8, ts->thread_id);
+            }
+            PyErr_Clear();
+        }
+        Py_XDECREF(pyname);
+        gil_result_t r = gil_trace_name_thread(lock, ts, name);
+        if (r != GIL_OK && r != GIL_ERR_NOT_TRACING) {
+            Py_XDECREF(active);
+            lock_error("gil_trace_name_thread", r);
+            return -1;
+        }
+    }
+    Py_XDECREF(active);
+    return 0;
+}
+
+static PyObject *
+rustgil_trace_stop(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    if (lock == NULL || name_trace_rows(lock) < 0) {
+        return NULL;
+    }
+    uint64_t events = 0;
+    gil_result_t r;
+    /* Writing a long trace takes a while: let other threads run. */
+    Py_BEGIN_ALLOW_THREADS
+    r = gil_trace_stop(lock, &events);
+    Py_END_ALLOW_THREADS
+    if (r == GIL_ERR_NOT_TRACING) {
+        PyErr_SetString(PyExc_RuntimeError, "no GIL trace is running in this interpreter");
+        return NULL;
+    }
+    if (r == GIL_ERR_IO) {
+        PyErr_SetString(PyExc_OSError, "the GIL trace could not be written to its file");
+        return NULL;
+    }
+    if (r != GIL_OK) {
+        return lock_error("gil_trace_stop", r);
+    }
+    return PyLong_FromUnsignedLongLong(events);
+}
+
 static PyMethodDef rustgil_methods[] = {
     {"policy", rustgil_policy, METH_NOARGS, "policy()\n--\n\nThe GIL policy of the current interpreter."},
     {"switch_interval", rustgil_switch_interval, METH_NOARGS,
@@ -345,6 +503,16 @@ static PyMethodDef rustgil_methods[] = {
      "enable_histograms(on=True)\n--\n\nTurns the wait/hold-time histograms on or off."},
     {"reset_histograms", rustgil_reset_histograms, METH_NOARGS,
      "reset_histograms()\n--\n\nEmpties the wait/hold-time histograms."},
+    {"trace_start", (PyCFunction)(void (*)(void))rustgil_trace_start, METH_VARARGS | METH_KEYWORDS,
+     "trace_start(path, title=None, max_events=0)\n--\n\n"
+     "Starts recording this interpreter's GIL events. path must end in .json\n"
+     "(Chrome trace events: open it in ui.perfetto.dev) or .svg (a timeline:\n"
+     "one row per thread, running / waiting / in a system call). The file\n"
+     "is created now and written by trace_stop(). At most max_events\n"
+     "events are kept (0: about a million)."},
+    {"trace_stop", rustgil_trace_stop, METH_NOARGS,
+     "trace_stop()\n--\n\nStops the trace, names its rows after the live threads,\n"
+     "writes the file and returns the number of events."},
     {NULL, NULL, 0, NULL},
 };
 

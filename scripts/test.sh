@@ -2,7 +2,8 @@
 # The project's test command (README): build, every test, the loom models,
 # the C tests of the C ABI and its example, CPython 3.13 built on the lock
 # with its own thread tests (SKIP_CPYTHON=1 skips that part), a smoke run of
-# the demo, clippy and rustfmt. CI runs exactly this.
+# the main job (gil-bench) and the demo, clippy and rustfmt. CI runs exactly
+# this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -33,7 +34,12 @@ if [ "${SKIP_CPYTHON:-0}" != 1 ]; then
     bash cpython/test.sh
 fi
 
-step "demo smoke run"
+step "main job smoke run: a tiny gil-bench sweep, its table and pictures checked"
+smoke=target/gil-bench-smoke
+rm -rf "$smoke"
+cargo run --quiet --release --locked -p gil-bench --bin gil-bench -- \
+    --seconds 0.2 --cpu 0,1 --policies classic,priority --trace-cpu 1 --trace-ms 50 --out "$smoke"
+python3 scripts/check-sweep.py "$smoke" classic priority
 cargo run --quiet --release --locked -p gil-bench --bin gil-demo -- --cpu 2 --seconds 0.3
 
 step "clippy"

@@ -2,12 +2,9 @@
 # The CPython part of the test command: builds CPython 3.13 --with-rust-gil
 # (cpython/build.sh, cached), checks that configure refuses --with-rust-gil
 # with --disable-gil, and under every policy (RUSTGIL_POLICIES, default: all
-# presets) runs the smoke test and CPython's own test suites with the
-# rust-gil interpreter, in parallel, with a per-test timeout:
-#   - classic and the build's default policy: the whole list (TESTS);
-#   - every other preset: the thread-focused part (THREAD_TESTS), which is
-#     what fits CI's time next to everything else.
-# RUSTGIL_FULL=1 runs the whole list under every policy.
+# presets) runs the smoke test and CPython's own test suites (TESTS) with the
+# rust-gil interpreter, in parallel, with a per-test timeout. (The whole
+# list takes 1-2 minutes per policy on a 2-core machine.)
 #
 #   cpython/test.sh [extra regrtest arguments]
 #
@@ -23,8 +20,6 @@ die() { printf 'cpython/test.sh: %s\n' "$*" >&2; exit 1; }
 TESTS=(test_threading test_thread test_threadsignals test_sys test_gc test_signal test_fork1 test_os
        test_subprocess test_queue test_concurrent_futures test_interpreters test__interpreters test_capi
        test_asyncio)
-THREAD_TESTS=(test_threading test_thread test_threadsignals test_sys test_gc test_signal test_fork1 test_queue
-              test_interpreters test__interpreters)
 
 step "build CPython 3.13 --with-rust-gil"
 out=$(bash cpython/build.sh)
@@ -34,7 +29,6 @@ RUSTGIL_BUILD=$(printf '%s\n' "$out" | sed -n 's/^RUSTGIL_BUILD=//p')
 [ -x "$RUSTGIL_PYTHON" ] || die "the build did not produce an interpreter"
 
 ALL_PRESETS=$("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))")
-DEFAULT_POLICY=$(env -u PYTHONRUSTGIL "$RUSTGIL_PYTHON" -c "import _rustgil; print(_rustgil.policy())")
 POLICIES=(${RUSTGIL_POLICIES:-$ALL_PRESETS})
 for policy in "${POLICIES[@]}"; do
     step "smoke test, PYTHONRUSTGIL=$policy"
@@ -60,10 +54,6 @@ if grep -qv '^\s*\(#\|$\)' cpython/known-failures.txt 2>/dev/null; then
     ignore=(--ignorefile "$scratch/ignore")
 fi
 for policy in "${POLICIES[@]}"; do
-    tests=("${THREAD_TESTS[@]}")
-    if [ "${RUSTGIL_FULL:-0}" = 1 ] || [ "$policy" = classic ] || [ "$policy" = "$DEFAULT_POLICY" ]; then
-        tests=("${TESTS[@]}")
-    fi
-    step "CPython's own tests, PYTHONRUSTGIL=$policy: ${tests[*]}"
-    PYTHONRUSTGIL=$policy "$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${tests[@]}"
+    step "CPython's own tests, PYTHONRUSTGIL=$policy: ${TESTS[*]}"
+    PYTHONRUSTGIL=$policy "$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"
 done

@@ -135,6 +135,53 @@ fn priority_preempts(config: GilConfig) {
     assert_eq!(gil.counters().preemptions, 1);
 }
 
+/// A thread that had to be asked to drop is CPU-class even if it answers
+/// with a voluntary release (a blocking call made after the request): back
+/// from its call it waits an interval like any CPU-class thread instead of
+/// preempting the thread it handed the lock to.
+#[test]
+fn priority_a_voluntary_release_answering_a_request_makes_a_cpu_class_thread() {
+    for preset in ["priority", "priority-lazy", "priority-monitor"] {
+        let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(2_000)).unwrap());
+        let (io, cpu) = (tok(1), tok(2));
+        let (cpu_class, io_holds) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let other = {
+            let (gil, cpu_class, io_holds) = (gil.clone(), cpu_class.clone(), io_holds.clone());
+            thread::spawn(move || {
+                gil.acquire(cpu).unwrap();
+                gil.release(cpu, ReleaseReason::Forced).unwrap(); // alone: CPU-class at once
+                cpu_class.store(true, Ordering::SeqCst);
+                while !io_holds.load(Ordering::SeqCst) {
+                    thread::yield_now();
+                }
+                gil.acquire(cpu).unwrap(); // behind `io`: asks after an interval
+                while !gil.drop_requested() {
+                    std::hint::spin_loop();
+                }
+                gil.release(cpu, ReleaseReason::Final).unwrap();
+            })
+        };
+        while !cpu_class.load(Ordering::SeqCst) {
+            thread::yield_now();
+        }
+        gil.acquire(io).unwrap(); // I/O-class: it never released yet
+        io_holds.store(true, Ordering::SeqCst);
+        while !gil.drop_requested() {
+            std::hint::spin_loop();
+        }
+        let before = gil.counters();
+        gil.release(io, ReleaseReason::Voluntary).unwrap(); // answers the request
+        gil.acquire(io).unwrap(); // `cpu` holds it by now: wait, or preempt?
+        other.join().unwrap();
+        let after = gil.counters();
+        assert_eq!(
+            after.preemptions, before.preemptions,
+            "{preset}: the thread that was asked to drop preempted its successor"
+        );
+        gil.release(io, ReleaseReason::Final).unwrap();
+    }
+}
+
 /// Classic does not preempt: the same set-up raises no request (within a
 /// second, against a 60 s interval).
 #[test]
@@ -300,14 +347,27 @@ fn lazy_release_with_a_pending_request_hands_over() {
     );
 }
 
-/// A thread that makes fast system calls all the time (each lazily released
-/// and reclaimed) must still be asked to drop after one interval: the
-/// wake-ups those calls cause may not restart a waiter's interval.
+/// A thread that makes system calls all the time (each lazily released and
+/// reclaimed, each shorter than the threshold) must still be asked to drop
+/// after about one interval, however much of its time it spends inside the
+/// calls: the wake-ups those calls cause may not restart a waiter's
+/// interval, and a holder found in a call is asked all the same (it answers
+/// at its next release). With and without the monitor; calls of no length
+/// and of 30 µs.
 #[test]
 fn lazy_release_frequent_calls_are_still_asked_to_drop() {
+    for preset in ["lazy", "priority-lazy", "priority-lazy-monitor"] {
+        for call in [Duration::ZERO, Duration::from_micros(30)] {
+            frequent_calls_are_asked(preset, call);
+        }
+    }
+}
+
+fn frequent_calls_are_asked(preset: &str, call: Duration) {
     let gil = Arc::new(
         Gil::new(
-            GilConfig::new()
+            GilConfig::preset(preset)
+                .unwrap()
                 .lazy_release_us(Some(1_000_000))
                 .switch_interval_us(2_000),
         )
@@ -326,13 +386,21 @@ fn lazy_release_frequent_calls_are_still_asked_to_drop() {
     };
     let deadline = Instant::now() + Duration::from_secs(5);
     while !got_it.load(Ordering::SeqCst) && Instant::now() < deadline {
-        gil.release(busy, ReleaseReason::Voluntary).unwrap(); // a fast call
+        gil.release(busy, ReleaseReason::Voluntary).unwrap(); // a call ...
+        let t = Instant::now();
+        while t.elapsed() < call {
+            std::hint::spin_loop(); // ... of `call`, the lock reserved for us
+        }
         gil.acquire(busy).unwrap();
         gil.handle_drop_request(busy).unwrap();
     }
     let asked = got_it.load(Ordering::SeqCst);
     gil.release(busy, ReleaseReason::Final).unwrap();
     w.join().unwrap();
-    assert!(asked, "the waiter never got the lock from a thread making fast calls");
+    assert!(
+        asked,
+        "{preset}, calls of {call:?}: the waiter never got the lock from a thread making calls"
+    );
     assert!(gil.counters().drop_requests >= 1);
+    assert_eq!(gil.counters().lazy_takeovers, 0, "no call reached the 1 s threshold");
 }

@@ -1116,7 +1116,19 @@ impl Gil {
                     }
                     break Ok(());
                 }
-                self.timed_wait(slow.cond(class), &mut room, threshold)
+                // The holder's switch interval runs on while it is in short
+                // calls: a thread that is in a call most of the time but
+                // never for long must still be asked to drop. The request
+                // then only raises the flag (nobody runs to call back); the
+                // holder answers at its next release.
+                let sn = self.inner.hot.switch_number.load(Relaxed);
+                let held = holder_since(&mut waiting_on, sn, &room);
+                holder_running = Some(sn);
+                let left = since.left(threshold).min(held.left(self.interval()));
+                self.timed_wait(slow.cond(class), &mut room, left);
+                // A call that has outlasted the threshold is taken over (next
+                // round), not asked to end.
+                held.passed(self.interval(), &room) && !since.passed(threshold, &room)
             } else if s & LOCKED == 0 {
                 // Free, but not ours to take (priority): wait to be woken.
                 self.timed_wait(slow.cond(class), &mut room, self.interval())
@@ -1153,14 +1165,7 @@ impl Gil {
                     // thread making system calls all the time would never be
                     // asked to drop. So the interval runs from when this
                     // waiter started waiting on this holder.
-                    let since = match waiting_on {
-                        Some((w, since)) if w == sn => since,
-                        _ => {
-                            let now = Stamp::now(&room);
-                            waiting_on = Some((sn, now));
-                            now
-                        }
-                    };
+                    let since = holder_since(&mut waiting_on, sn, &room);
                     let left = since.left(self.interval());
                     self.timed_wait(slow.cond(class), &mut room, left);
                     since.passed(self.interval(), &room)
@@ -1194,10 +1199,7 @@ impl Gil {
             // switch the new holder gets its own full interval (CPython's
             // rule).
             let now = self.inner.hot.state.load(Relaxed);
-            if holder_running.is_some_and(|sn| sn == self.inner.hot.switch_number.load(Relaxed))
-                && now & LOCKED != 0
-                && now & SYSCALL == 0
-            {
+            if holder_running.is_some_and(|sn| sn == self.inner.hot.switch_number.load(Relaxed)) && now & LOCKED != 0 {
                 if let Err(panic) = self.request_drop(Some(token)) {
                     self.leave_wait_room(slow, &mut room, class, starving);
                     drop(room);
@@ -1328,6 +1330,13 @@ impl Gil {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
         let requested = self.inner.drop_request.swap(false, Relaxed);
+        if requested && reason == ReleaseReason::Voluntary && self.inner.policy == Policy::Priority {
+            // It kept the lock a whole interval while someone waited and had
+            // to be asked: CPU-bound behaviour, whatever call it makes now.
+            // Left I/O-class, a thread whose calls return at once would
+            // preempt its successor as soon as it is back, again and again.
+            class::remember(self.id(), token.get(), ThreadClass::Cpu);
+        }
         self.inner.hot.state.fetch_and(!LOCKED, Release);
         self.wake_next(slow, &room);
         let must_wait = match reason {
@@ -1426,6 +1435,19 @@ impl std::fmt::Debug for Gil {
 /// Adds to a counter that has a single writer at a time (the holder, or
 /// whoever holds the mutex): a load and a store, no read-modify-write.
 #[inline]
+/// Lazy release: since when a waiter has waited on the holder with switch
+/// number `sn` (`waiting_on` remembers it across wake-ups).
+fn holder_since(waiting_on: &mut Option<(u64, Stamp)>, sn: u64, room: &WaitRoom) -> Stamp {
+    match *waiting_on {
+        Some((w, since)) if w == sn => since,
+        _ => {
+            let now = Stamp::now(room);
+            *waiting_on = Some((sn, now));
+            now
+        }
+    }
+}
+
 fn bump(counter: &AtomicU64, by: u64) {
     counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
 }

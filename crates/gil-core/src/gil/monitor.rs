@@ -19,7 +19,8 @@
 //! due, and does under the lock's mutex what waiters do for themselves
 //! elsewhere:
 //! * the holder has run a whole switch interval since it took the lock (or
-//!   since the first waiter came) without a switch: a drop request;
+//!   since the first waiter came) without a switch: a drop request, also
+//!   while it is in a lazily released call (it answers at its next release);
 //! * the first CPU-class waiter has waited [`STARVATION_INTERVALS`]
 //!   intervals: it is marked starving, goes first, and the holder is asked
 //!   to drop;
@@ -74,6 +75,9 @@ pub(super) struct MonitorRoom {
     watch: Option<(u64, Stamp)>,
     /// Lazy release: the system-call episode being timed (generation, first seen).
     episode: Option<(u64, Stamp)>,
+    /// The interval's drop request was put off once because the holder was
+    /// in a call first seen at that look (see `monitor_pass_locked`).
+    deferred: bool,
 }
 
 impl Gil {
@@ -141,6 +145,15 @@ impl Gil {
         let ticket = room.monitor.next_ticket;
         room.monitor.next_ticket += 1;
         let since = Stamp::now(&room);
+        if room.monitor.queue.is_empty() {
+            // The first waiter: the holder's interval (and its call, if it
+            // is in one) is timed from now, even if the lock is still in the
+            // monitor's list with a schedule made for earlier waiters.
+            let sn = self.inner.hot.switch_number.load(Relaxed);
+            room.monitor.watch = Some((sn, since));
+            room.monitor.episode = None;
+            room.monitor.deferred = false;
+        }
         room.monitor.queue.push_back(Queued {
             ticket,
             class,
@@ -149,9 +162,6 @@ impl Gil {
             cond: CondRef(&cond),
         });
         if !room.monitor.registered {
-            let sn = self.inner.hot.switch_number.load(Relaxed);
-            room.monitor.watch = Some((sn, since));
-            room.monitor.episode = None;
             room.monitor.registered = process::watch(self);
         } else {
             // Still in the monitor's list, but its schedule was made before
@@ -256,6 +266,7 @@ impl Gil {
             room.monitor.registered = false;
             room.monitor.watch = None;
             room.monitor.episode = None;
+            room.monitor.deferred = false;
             return None;
         }
         let interval = self.interval();
@@ -264,6 +275,7 @@ impl Gil {
 
         // A lazily released system call that outlasted the threshold.
         let s = self.inner.hot.state.load(Acquire);
+        let mut new_episode = false;
         match self.inner.lazy_release {
             Some(threshold) if s & SYSCALL != 0 => {
                 let gen = s & !(GEN_ONE - 1);
@@ -278,6 +290,7 @@ impl Gil {
                     _ => {
                         room.monitor.episode = Some((gen, now));
                         next = next.min(threshold);
+                        new_episode = true;
                     }
                 }
             }
@@ -315,18 +328,33 @@ impl Gil {
         match room.monitor.watch {
             Some((w, since)) if w == sn => {
                 if since.passed(interval, room) {
-                    ask = true;
-                    room.monitor.watch = Some((sn, now));
+                    if new_episode && !room.monitor.deferred {
+                        // The holder is in a call this look saw first: it
+                        // may be long (a late look), and then the next look,
+                        // within the threshold, takes it over instead. If it
+                        // is short, that look asks.
+                        room.monitor.deferred = true;
+                    } else {
+                        ask = true;
+                        room.monitor.deferred = false;
+                        room.monitor.watch = Some((sn, now));
+                    }
                 } else {
                     next = next.min(since.left(interval));
                 }
             }
-            _ => room.monitor.watch = Some((sn, now)),
+            _ => {
+                room.monitor.watch = Some((sn, now));
+                room.monitor.deferred = false;
+            }
         }
 
         if ask {
             let s = self.inner.hot.state.load(Relaxed);
-            if s & (LOCKED | SYSCALL) == LOCKED {
+            if s & LOCKED != 0 {
+                // Held, or reserved for a holder in a lazily released call:
+                // then only the flag goes up, answered at its next release
+                // (a thread in short calls most of the time is asked too).
                 // A panicking host callback was caught; the flag is up, and
                 // the monitor has nobody to hand the panic to.
                 let _ = self.request_drop(None);

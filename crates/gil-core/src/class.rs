@@ -1,6 +1,12 @@
 //! Thread classes for the priority policy (after the 2010 GIL-priority
 //! proposal): a thread that had to be asked to drop the lock is CPU-bound; a
 //! thread that let go of it on its own, around a blocking call, is I/O-bound.
+//! "Had to be asked" means a forced release, or a voluntary one made while a
+//! drop request raised for a whole switch interval of holding was pending:
+//! a thread whose blocking calls return at once (or whose lazily released
+//! calls are short) can hold the lock for intervals on end, and must not
+//! come back I/O-class and preempt the thread it handed over to. A request
+//! raised to preempt it or for a starving waiter does not count.
 //!
 //! The class is a property of a thread between its release and its next
 //! acquisition, so it is remembered per OS thread, keyed by lock and token:

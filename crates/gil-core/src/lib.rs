@@ -47,7 +47,8 @@
 //! `priority-monitor`, `priority-lazy-monitor`):
 //!
 //! * [`Policy::Priority`] (module `class`): a thread that was forced to drop
-//!   is CPU-class, one that released voluntarily is I/O-class; I/O-class
+//!   (or released voluntarily only after holding a whole interval while
+//!   someone waited) is CPU-class, one that released voluntarily is I/O-class; I/O-class
 //!   waiters go first and ask a CPU-class holder to drop at once; CPU against
 //!   CPU keeps the interval; a CPU-class waiter is served first after
 //!   [`STARVATION_INTERVALS`] intervals.

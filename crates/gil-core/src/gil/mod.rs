@@ -168,6 +168,11 @@ struct WaitRoom {
     starving: usize,
     /// Forced releasers waiting for somebody to take over.
     switch_waiters: usize,
+    /// The pending drop request was raised because the holder ran a whole
+    /// switch interval while someone waited (not to preempt it, not for a
+    /// starving waiter): priority policy, answering it makes a CPU-class
+    /// thread whatever the release reason.
+    interval_request: bool,
     /// Monitored locks: the waiters' queue and the monitor's timing.
     monitor: monitor::MonitorRoom,
     /// Under loom: how many times the model's clock has ticked.
@@ -925,6 +930,7 @@ impl Gil {
     /// releasers waiting for a switch are told to look.
     fn took_over_under_mutex(&self, token: Token, class: ThreadClass, slow: &Slow, room: &mut WaitRoom) {
         self.inner.drop_request.store(false, Relaxed);
+        room.interval_request = false;
         self.became_holder(token, class);
         self.observe_acquire(token);
         if self.inner.monitor {
@@ -1200,6 +1206,7 @@ impl Gil {
             // rule).
             let now = self.inner.hot.state.load(Relaxed);
             if holder_running.is_some_and(|sn| sn == self.inner.hot.switch_number.load(Relaxed)) && now & LOCKED != 0 {
+                room.interval_request = true;
                 if let Err(panic) = self.request_drop(Some(token)) {
                     self.leave_wait_room(slow, &mut room, class, starving);
                     drop(room);
@@ -1287,6 +1294,7 @@ impl Gil {
             // Nobody is left to take over: a pending request is moot, and a
             // forced releaser must stop waiting for a switch.
             self.inner.drop_request.store(false, Relaxed);
+            room.interval_request = false;
             if room.switch_waiters > 0 {
                 slow.switch_cond.notify_all();
             }
@@ -1330,11 +1338,14 @@ impl Gil {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
         let requested = self.inner.drop_request.swap(false, Relaxed);
-        if requested && reason == ReleaseReason::Voluntary && self.inner.policy == Policy::Priority {
+        let held_too_long = std::mem::take(&mut room.interval_request);
+        if requested && held_too_long && reason == ReleaseReason::Voluntary && self.inner.policy == Policy::Priority {
             // It kept the lock a whole interval while someone waited and had
             // to be asked: CPU-bound behaviour, whatever call it makes now.
             // Left I/O-class, a thread whose calls return at once would
             // preempt its successor as soon as it is back, again and again.
+            // (A request made to preempt it, or for a starving waiter, says
+            // nothing about how long it held: no change then.)
             class::remember(self.id(), token.get(), ThreadClass::Cpu);
         }
         self.inner.hot.state.fetch_and(!LOCKED, Release);

@@ -250,6 +250,7 @@ impl Gil {
         if room.waiters() == 0 {
             self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
             self.inner.drop_request.store(false, Relaxed);
+            room.interval_request = false;
             if room.switch_waiters > 0 {
                 slow.switch_cond.notify_all();
             }
@@ -324,6 +325,7 @@ impl Gil {
         }
 
         // The switch interval.
+        let mut interval_due = false;
         let sn = self.inner.hot.switch_number.load(Relaxed);
         match room.monitor.watch {
             Some((w, since)) if w == sn => {
@@ -336,6 +338,7 @@ impl Gil {
                         room.monitor.deferred = true;
                     } else {
                         ask = true;
+                        interval_due = true;
                         room.monitor.deferred = false;
                         room.monitor.watch = Some((sn, now));
                     }
@@ -357,6 +360,7 @@ impl Gil {
                 // (a thread in short calls most of the time is asked too).
                 // A panicking host callback was caught; the flag is up, and
                 // the monitor has nobody to hand the panic to.
+                room.interval_request |= interval_due;
                 let _ = self.request_drop(None);
             } else if s & LOCKED == 0 {
                 // Free: make sure whoever goes first now is awake.

@@ -53,7 +53,14 @@ if grep -qv '^\s*\(#\|$\)' cpython/known-failures.txt 2>/dev/null; then
     grep -v '^\s*\(#\|$\)' cpython/known-failures.txt | sed 's/[[:space:]].*//' >"$scratch/ignore"
     ignore=(--ignorefile "$scratch/ignore")
 fi
+# A job started in the background inherits SIGINT and SIGQUIT ignored, and
+# CPython's signal tests need them at their defaults (one in test_threading
+# then hangs until its timeout). bash cannot undo an inherited ignore; perl
+# (in every Debian system) can, before it execs the test run.
+with_default_signals() {
+    perl -e '$SIG{INT} = $SIG{QUIT} = "DEFAULT"; exec {$ARGV[0]} @ARGV or die "exec $ARGV[0]: $!\n"' "$@"
+}
 for policy in "${POLICIES[@]}"; do
     step "CPython's own tests, PYTHONRUSTGIL=$policy: ${TESTS[*]}"
-    PYTHONRUSTGIL=$policy "$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"
+    PYTHONRUSTGIL=$policy with_default_signals "$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"
 done

@@ -18,6 +18,8 @@ const PLOT_W: usize = 880;
 const ROW_H: u32 = 22;
 const ROW_GAP: u32 = 12;
 const TOP: u32 = 92;
+/// A row's background: time before its first event.
+const UNKNOWN: &str = "#f1f3f5";
 
 fn colour(state: ThreadState) -> &'static str {
     match state {
@@ -92,6 +94,14 @@ fn legend(s: &mut String) {
         );
         x += 30 + 7 * label(state).len() as u32;
     }
+    // A row is blank before its first event, unless that event tells what
+    // the thread was doing (a release: it was running).
+    let _ = writeln!(
+        s,
+        r##"<rect x="{x}" y="52" width="14" height="12" fill="{UNKNOWN}" stroke="#ced4da"/><text x="{}" y="62">not seen yet</text>"##,
+        x + 18
+    );
+    x += 30 + 7 * "not seen yet".len() as u32;
     for kind in [MarkKind::DropRequested, MarkKind::ForcedSwitch, MarkKind::LazyTakeover] {
         mark_shape(s, kind, x as f64 + 6.0, 52);
         let text = match kind {
@@ -226,7 +236,7 @@ fn draw_row(s: &mut String, trace: &Trace, row: &Row, y: u32, dur: u64) {
     );
     let _ = writeln!(
         s,
-        r##"<rect x="{LABEL_W}" y="{y}" width="{PLOT_W}" height="{ROW_H}" fill="#f8f9fa"/>"##
+        r##"<rect x="{LABEL_W}" y="{y}" width="{PLOT_W}" height="{ROW_H}" fill="{UNKNOWN}"/>"##
     );
     // Column heights in whole pixels; equal neighbours merge.
     let heights: Vec<[u32; 3]> = cols

@@ -349,10 +349,13 @@ gil_result_t gil_set_switch_interval(gil_t *gil,
 
 // In the child after `fork()`: makes the lock fresh and held by `token`
 // (the forking thread), forgetting every other thread; counters restart.
-// Call it before the child starts any thread. Does not block.
+// A C event hook stays installed; a running trace is dropped unwritten
+// (its file belongs to the parent). Call it in the child before any other
+// call on the lock and before the child starts any thread. Does not block.
 //
 // # Safety
-// `gil` is NULL or a live lock (inherited from the parent).
+// `gil` is NULL or a live lock (inherited from the parent), and no other
+// thread uses it during the call (in a child after `fork()` there is none).
 gil_result_t gil_reinit_after_fork(gil_t *gil,
                                    void *token);
 
@@ -517,11 +520,13 @@ gil_result_t gil_get_histograms(const gil_t *gil,
 // Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
 // anything else is `GIL_ERR_INVALID_ARGUMENT`. The file is created (or
 // emptied) now, so a path that cannot be written fails here with
-// `GIL_ERR_IO`, not at the end. `title` (may be NULL) heads the picture.
+// `GIL_ERR_IO`, not at the end. `title` (may be NULL; not UTF-8 is shown
+// with replacement characters) heads the picture.
 // At most `max_events` events are kept (0: about a million); a trace that
 // fills up ends at the first event that did not fit. `GIL_ERR_BUSY` if a
 // trace is already running or a C hook is installed (`gil_set_event_hook`):
-// a trace uses the lock's event hook. Any thread.
+// a trace uses the lock's event hook. Must not be called from inside a
+// hook. Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `path` is NULL or a NUL-terminated string;
@@ -532,7 +537,10 @@ gil_result_t gil_trace_start(gil_t *gil,
                              size_t max_events);
 
 // Names `token`'s row in the running trace's picture (default: `thread N
-// (0x...)`). `GIL_ERR_NOT_TRACING` without a running trace. Any thread.
+// (0x...)`); bytes that are not UTF-8 show as replacement characters. If
+// the token made its final release and came back, the name goes to the
+// life it is in now. `GIL_ERR_NOT_TRACING` without a running trace. Must not
+// be called from inside a hook. Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.

@@ -152,6 +152,12 @@ impl HookSlot {
         }
     }
 
+    /// In a child process after `fork()`: threads that were inside a hook
+    /// in the parent do not exist here and will never leave it.
+    pub(crate) fn reset_after_fork(&self) {
+        self.inflight.store(0, SeqCst);
+    }
+
     pub(crate) fn is_set(&self) -> bool {
         !self.hook.load(SeqCst).is_null()
     }

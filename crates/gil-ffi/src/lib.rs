@@ -314,16 +314,18 @@ unsafe fn handle_ref<'a>(gil: *const gil_t) -> Result<&'a gil_t, gil_result_t> {
     unsafe { gil.as_ref() }.ok_or(GIL_ERR_NULL_ARGUMENT)
 }
 
+/// A C string as text for people (names, titles): bytes that are not UTF-8
+/// become replacement characters rather than an error, since a host may
+/// cut a name in the middle of a character.
+///
 /// # Safety
 /// `s` is NULL or a NUL-terminated string.
-unsafe fn c_str<'a>(s: *const c_char) -> Result<&'a str, gil_result_t> {
+unsafe fn c_str_lossy<'a>(s: *const c_char) -> Result<std::borrow::Cow<'a, str>, gil_result_t> {
     if s.is_null() {
         return Err(GIL_ERR_NULL_ARGUMENT);
     }
     // SAFETY: non-NULL and NUL-terminated by this function's contract.
-    unsafe { CStr::from_ptr(s) }
-        .to_str()
-        .map_err(|_| GIL_ERR_INVALID_ARGUMENT)
+    Ok(unsafe { CStr::from_ptr(s) }.to_string_lossy())
 }
 
 fn token(ptr: *mut c_void) -> Result<Token, gil_result_t> {
@@ -663,16 +665,34 @@ pub unsafe extern "C" fn gil_set_switch_interval(gil: *mut gil_t, us: u64) -> gi
 
 /// In the child after `fork()`: makes the lock fresh and held by `token`
 /// (the forking thread), forgetting every other thread; counters restart.
-/// Call it before the child starts any thread. Does not block.
+/// A C event hook stays installed; a running trace is dropped unwritten
+/// (its file belongs to the parent). Call it in the child before any other
+/// call on the lock and before the child starts any thread. Does not block.
 ///
 /// # Safety
-/// `gil` is NULL or a live lock (inherited from the parent).
+/// `gil` is NULL or a live lock (inherited from the parent), and no other
+/// thread uses it during the call (in a child after `fork()` there is none).
 #[no_mangle]
 pub unsafe extern "C" fn gil_reinit_after_fork(gil: *mut gil_t, token: *mut c_void) -> gil_result_t {
     guard_result(|| {
-        // SAFETY: forwarded from this function's contract.
-        let gil = unsafe { lock_ref(gil) }?;
-        gil.reinit_after_fork(self::token(token)?);
+        let token = self::token(token)?;
+        // SAFETY: non-NULL means live by this function's contract, and no
+        // other thread uses it: the exclusive borrow is sound.
+        let handle = unsafe { gil.as_mut() }.ok_or(GIL_ERR_NULL_ARGUMENT)?;
+        // A parent thread may have held the hook owner's mutex (or the
+        // tracer's) when it forked: neither can be locked here again.
+        // Replace the one, read the old one without locking it.
+        let old = std::mem::replace(&mut handle.hook, Mutex::new(HookOwner::None));
+        let owner = old.into_inner().unwrap_or_else(PoisonError::into_inner);
+        handle.gil.reinit_after_fork(token);
+        match owner {
+            HookOwner::None => {}
+            HookOwner::C => *handle.hook_owner() = HookOwner::C,
+            HookOwner::Trace { tracer, .. } => {
+                handle.gil.set_event_hook(None);
+                tracer.discard_after_fork();
+            }
+        }
         Ok(())
     })
 }
@@ -1099,11 +1119,13 @@ pub unsafe extern "C" fn gil_get_histograms(gil: *const gil_t, histograms_out: *
 /// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
 /// anything else is `GIL_ERR_INVALID_ARGUMENT`. The file is created (or
 /// emptied) now, so a path that cannot be written fails here with
-/// `GIL_ERR_IO`, not at the end. `title` (may be NULL) heads the picture.
+/// `GIL_ERR_IO`, not at the end. `title` (may be NULL; not UTF-8 is shown
+/// with replacement characters) heads the picture.
 /// At most `max_events` events are kept (0: about a million); a trace that
 /// fills up ends at the first event that did not fit. `GIL_ERR_BUSY` if a
 /// trace is already running or a C hook is installed (`gil_set_event_hook`):
-/// a trace uses the lock's event hook. Any thread.
+/// a trace uses the lock's event hook. Must not be called from inside a
+/// hook. Any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `path` is NULL or a NUL-terminated string;
@@ -1127,7 +1149,7 @@ pub unsafe extern "C" fn gil_trace_start(
             None
         } else {
             // SAFETY: non-NULL, NUL-terminated by this function's contract.
-            Some(unsafe { c_str(title) }?)
+            Some(unsafe { c_str_lossy(title) }?)
         };
         let format = TraceFormat::from_path(path).ok_or(GIL_ERR_INVALID_ARGUMENT)?;
         let mut owner = handle.hook_owner();
@@ -1150,7 +1172,10 @@ pub unsafe extern "C" fn gil_trace_start(
 }
 
 /// Names `token`'s row in the running trace's picture (default: `thread N
-/// (0x...)`). `GIL_ERR_NOT_TRACING` without a running trace. Any thread.
+/// (0x...)`); bytes that are not UTF-8 show as replacement characters. If
+/// the token made its final release and came back, the name goes to the
+/// life it is in now. `GIL_ERR_NOT_TRACING` without a running trace. Must not
+/// be called from inside a hook. Any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
@@ -1165,7 +1190,7 @@ pub unsafe extern "C" fn gil_trace_name_thread(
         let handle = unsafe { handle_ref(gil) }?;
         let token = self::token(token)?;
         // SAFETY: forwarded from this function's contract.
-        let name = unsafe { c_str(name) }?;
+        let name = unsafe { c_str_lossy(name) }?;
         match &*handle.hook_owner() {
             HookOwner::Trace { tracer, .. } => {
                 tracer.name_thread(token, name);

@@ -632,8 +632,9 @@ impl Gil {
     /// In a child process after `fork()`: makes this a freshly initialised
     /// lock held by `token` (the forking thread); every other thread is
     /// forgotten, counters restart (at one acquisition and one switch, as
-    /// CPython's `recreate_gil` + `take_gil`). Interval, policy and callback
-    /// are kept.
+    /// CPython's `recreate_gil` + `take_gil`). Interval, policy, callback and
+    /// event hook are kept (a hook that takes locks of its own must cope
+    /// with a fork: a thread of the parent may have held them).
     ///
     /// Call it only where no other thread can touch the lock — in the child,
     /// before starting threads. Elsewhere it breaks mutual exclusion (it is
@@ -649,6 +650,7 @@ impl Gil {
         let fresh = Box::into_raw(Box::new(Slow::new()));
         // The old `Slow` is deliberately kept forever, see above.
         retire(self.inner.slow.swap(fresh, AcqRel));
+        self.inner.hook.reset_after_fork();
         self.inner.drop_request.store(false, Relaxed);
         for c in [
             &self.inner.drop_requests,
@@ -1212,6 +1214,13 @@ impl Gil {
                     drop(room);
                     std::panic::resume_unwind(panic);
                 }
+                if waiting_on.is_some() {
+                    // Lazy release: the holder gets a whole interval to
+                    // answer before it is asked again (as the timed waits of
+                    // the other policies give it), not a wake-up a
+                    // microsecond.
+                    waiting_on = holder_running.map(|sn| (sn, Stamp::now(&room)));
+                }
                 if let Some(limit) = self.inner.spin {
                     drop(room);
                     self.spin_until_free(limit);
@@ -1443,9 +1452,6 @@ impl std::fmt::Debug for Gil {
     }
 }
 
-/// Adds to a counter that has a single writer at a time (the holder, or
-/// whoever holds the mutex): a load and a store, no read-modify-write.
-#[inline]
 /// Lazy release: since when a waiter has waited on the holder with switch
 /// number `sn` (`waiting_on` remembers it across wake-ups).
 fn holder_since(waiting_on: &mut Option<(u64, Stamp)>, sn: u64, room: &WaitRoom) -> Stamp {
@@ -1459,6 +1465,9 @@ fn holder_since(waiting_on: &mut Option<(u64, Stamp)>, sn: u64, room: &WaitRoom)
     }
 }
 
+/// Adds to a counter that has a single writer at a time (the holder, or
+/// whoever holds the mutex): a load and a store, no read-modify-write.
+#[inline]
 fn bump(counter: &AtomicU64, by: u64) {
     counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
 }

@@ -35,13 +35,14 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::events::{now_ns, Event, EventHook, EventKind};
 use crate::{ReleaseReason, Token};
 
-/// Records the events of one or more locks (install [`Tracer::hook`] on
-/// each), up to a bound.
+/// Records the events of one lock (install [`Tracer::hook`] on it), up to a
+/// bound. (Events carry no lock: one tracer on two locks would mix their
+/// threads' rows.)
 pub struct Tracer {
     start_ns: u64,
     max_events: usize,
@@ -54,7 +55,7 @@ struct Recording {
     /// Events that did not fit, and when the first of them happened.
     dropped: u64,
     truncated_at_ns: Option<u64>,
-    names: HashMap<Token, String>,
+    names: HashMap<Token, Vec<(u64, String)>>,
     title: Option<String>,
 }
 
@@ -91,9 +92,13 @@ impl Tracer {
     }
 
     /// Names `token`'s row in the pictures (default: `thread N (0x...)`, N
-    /// counting rows in order of appearance).
+    /// counting rows in order of appearance). A token that makes its final
+    /// release and comes back has a row per life (hosts reuse thread-state
+    /// addresses); the name goes to the life the token is in now, or to its
+    /// first if it has not shown up yet.
     pub fn name_thread(&self, token: Token, name: impl Into<String>) {
-        self.lock().names.insert(token, name.into());
+        let now = now_ns();
+        self.lock().names.entry(token).or_default().push((now, name.into()));
     }
 
     /// A title for the pictures (e.g. the policy and the workload).
@@ -130,6 +135,16 @@ impl Tracer {
         }
     }
 
+    /// In a child process after `fork()`, once the hook is uninstalled:
+    /// drops this tracer, unless a thread of the parent was recording into
+    /// it when the process forked. That thread is gone and the recording may
+    /// be half-updated, so it is then leaked instead, never touched again.
+    pub fn discard_after_fork(self: Arc<Self>) {
+        if matches!(self.buf.try_lock(), Err(TryLockError::WouldBlock)) {
+            std::mem::forget(self);
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Recording> {
         // A panic while holding this mutex leaves a Vec in a valid state.
         self.buf.lock().unwrap_or_else(PoisonError::into_inner)
@@ -158,8 +173,8 @@ pub struct Trace {
     pub events: Vec<Event>,
     /// Events lost because the buffer was full.
     pub dropped: u64,
-    /// Names given with [`Tracer::name_thread`].
-    pub names: HashMap<Token, String>,
+    /// Names given with [`Tracer::name_thread`], with when (see there).
+    pub names: HashMap<Token, Vec<(u64, String)>>,
     /// The title given with [`Tracer::set_title`].
     pub title: Option<String>,
 }
@@ -242,7 +257,7 @@ pub struct Row {
     pub name: String,
     /// Its states, in time order, not overlapping. Time before its first
     /// event is left out unless that event says what it was doing (a
-    /// release or a drop request: it was running).
+    /// release: it was running).
     pub spans: Vec<Span>,
     /// Its marks, in time order.
     pub marks: Vec<Mark>,
@@ -251,6 +266,9 @@ pub struct Row {
 struct Building {
     row: Row,
     current: Option<(ThreadState, u64)>,
+    /// When this life of the token began (its first event, or the trace's
+    /// start if that event says it was running already).
+    first_ns: u64,
     seen: bool,
     ended: bool,
 }
@@ -279,23 +297,21 @@ impl Trace {
     pub fn rows(&self) -> Vec<Row> {
         let mut rows: Vec<Building> = Vec::new();
         let mut live: HashMap<Token, usize> = HashMap::new();
-        let mut incarnations: HashMap<Token, usize> = HashMap::new();
         for e in &self.events {
-            let t = e.time_ns.clamp(self.start_ns, self.end_ns);
             if e.time_ns > self.end_ns {
                 break;
             }
+            let t = e.time_ns.max(self.start_ns);
             let i = *live.entry(e.token).or_insert_with(|| {
-                let n = incarnations.entry(e.token).or_insert(0);
-                *n += 1;
                 rows.push(Building {
                     row: Row {
                         token: e.token,
-                        name: self.default_name(e.token, rows.len() + 1, *n),
+                        name: format!("thread {} ({:#x})", rows.len() + 1, e.token.get()),
                         spans: Vec::new(),
                         marks: Vec::new(),
                     },
                     current: None,
+                    first_ns: t,
                     seen: false,
                     ended: false,
                 });
@@ -304,9 +320,12 @@ impl Trace {
             let b = &mut rows[i];
             let first = !b.seen;
             b.seen = true;
-            // A first event that only a holder can cause: it ran from the start.
-            if first && matches!(e.kind, EventKind::Released(_) | EventKind::DropRequested) {
+            // A first event that only a running holder can cause: it ran from
+            // the start. (A drop request may reach a holder in a lazily
+            // released call, so it says less.)
+            if first && matches!(e.kind, EventKind::Released(_)) {
                 b.current = Some((ThreadState::Running, self.start_ns));
+                b.first_ns = self.start_ns;
             }
             let mark = |kind| Mark { kind, time_ns: t };
             match e.kind {
@@ -324,26 +343,25 @@ impl Trace {
                 EventKind::LazyTakeover => b.row.marks.push(mark(MarkKind::LazyTakeover)),
             }
         }
-        rows.into_iter()
-            .map(|mut b| {
-                if !b.ended {
-                    b.enter(None, self.end_ns);
-                }
-                b.row
-            })
-            .collect()
-    }
-
-    fn default_name(&self, token: Token, row: usize, incarnation: usize) -> String {
-        let base = match self.names.get(&token) {
-            Some(name) => name.clone(),
-            None => format!("thread {row} ({:#x})", token.get()),
-        };
-        if incarnation > 1 {
-            format!("{base} #{incarnation}")
-        } else {
-            base
+        for b in &mut rows {
+            if !b.ended {
+                b.enter(None, self.end_ns);
+            }
         }
+        // Names: each to the life of its token that had begun when it was
+        // given (the latest such), or to the first life if none had.
+        for (token, names) in &self.names {
+            for (at, name) in names {
+                let begun = rows
+                    .iter()
+                    .rposition(|b| b.row.token == *token && b.first_ns <= *at)
+                    .or_else(|| rows.iter().position(|b| b.row.token == *token));
+                if let Some(i) = begun {
+                    rows[i].row.name = name.clone();
+                }
+            }
+        }
+        rows.into_iter().map(|b| b.row).collect()
     }
 
     /// Writes the trace as Chrome trace-event JSON: one complete event
@@ -413,6 +431,7 @@ fn xml_escape(s: &str) -> String {
             '\'' => out.push_str("&apos;"),
             // XML 1.0 forbids most control characters even escaped.
             c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('?'),
+            '\u{fffe}' | '\u{ffff}' => out.push('?'),
             c => out.push(c),
         }
     }
@@ -498,17 +517,22 @@ mod tests {
                 ev(Acquired, 7, 1),
                 ev(Released(ReleaseReason::Final), 7, 2),
                 ev(Acquired, 7, 5),
+                ev(Acquired, 8, 6),
             ],
             0,
             9,
         );
-        t.names.insert(tok(7), "worker".into());
+        // Named while its second life ran: the name is that life's.
+        t.names.insert(tok(7), vec![(7, "worker".into())]);
+        // Named before it showed up: its first life.
+        t.names.insert(tok(8), vec![(0, "early".into())]);
         let rows = t.rows();
-        assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0].name, "worker");
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].name, "thread 1 (0x7)");
         assert_eq!(rows[0].spans, vec![span(ThreadState::Running, 1, 2)]);
-        assert_eq!(rows[1].name, "worker #2");
+        assert_eq!(rows[1].name, "worker");
         assert_eq!(rows[1].spans, vec![span(ThreadState::Running, 5, 9)]);
+        assert_eq!(rows[2].name, "early");
     }
 
     #[test]
@@ -541,6 +565,6 @@ mod tests {
 
     #[test]
     fn xml_escape_escapes_markup_and_control_characters() {
-        assert_eq!(xml_escape("a<b>&\"c'\u{1}"), "a&lt;b&gt;&amp;&quot;c&apos;?");
+        assert_eq!(xml_escape("a<b>&\"c'\u{1}\u{fffe}"), "a&lt;b&gt;&amp;&quot;c&apos;??");
     }
 }

@@ -727,6 +727,12 @@ static void test_fork_in_threaded_process(void) {
         pthread_create(&th[i], NULL, fork_waiter, &w[i]);
     }
     while (!gil_drop_requested(gil)) sched_yield(); /* they are blocked on it */
+    /* A trace running across the fork: the parent's to write. */
+    char trace_path[] = "/tmp/gil-fork-trace-XXXXXX.json";
+    int trace_fd = mkstemps(trace_path, 5);
+    CHECK(trace_fd >= 0);
+    close(trace_fd);
+    CHECK_RESULT(gil_trace_start(gil, trace_path, NULL, 0), GIL_OK);
 
     fflush(NULL);
     pid_t pid = fork();
@@ -734,6 +740,8 @@ static void test_fork_in_threaded_process(void) {
     if (pid == 0) {
         /* The child: only this thread exists. */
         int ok = gil_reinit_after_fork(gil, &child_t) == GIL_OK;
+        ok = ok && gil_trace_stop(gil, NULL) == GIL_ERR_NOT_TRACING; /* dropped */
+        ok = ok && gil_set_event_hook(gil, NULL, NULL) == GIL_OK;    /* the hook is free */
         void *h = NULL;
         ok = ok && gil_get_holder(gil, &h) == GIL_OK && h == &child_t;
         ok = ok && !gil_drop_requested(gil);
@@ -765,6 +773,13 @@ static void test_fork_in_threaded_process(void) {
         pthread_join(th[i], NULL);
         CHECK(atomic_load(&w[i].done));
     }
+    uint64_t events = 0;
+    CHECK_RESULT(gil_trace_stop(gil, &events), GIL_OK);
+    CHECK(events >= 6); /* 3 waiters: each waited, took and let go */
+    char *text = read_file(trace_path);
+    CHECK(text != NULL && strstr(text, "\"traceEvents\"") != NULL);
+    free(text);
+    unlink(trace_path);
     CHECK_RESULT(gil_free(gil), GIL_OK);
 }
 

@@ -109,6 +109,24 @@ class RustGilSmoke(unittest.TestCase):
         self.assertLessEqual({"running", "waiting"}, states)
         self.assertIn("syscall", states)  # time.sleep released the GIL
 
+    def test_trace_names_rows_even_with_long_non_ascii_thread_names(self):
+        import json
+        import tempfile
+        stop = threading.Event()
+        t = threading.Thread(target=stop.wait, name="é" * 100)  # cut inside a character
+        t.start()
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "gil.json")
+                _rustgil.trace_start(path)
+                spin(0.02)
+                _rustgil.trace_stop()
+                with open(path, encoding="utf-8") as f:
+                    json.load(f)
+        finally:
+            stop.set()
+            t.join()
+
     def test_trace_to_svg(self):
         import tempfile
         import xml.etree.ElementTree as ET
@@ -132,12 +150,17 @@ class RustGilSmoke(unittest.TestCase):
                 _rustgil.trace_start(os.path.join(d, "gil.svg"), max_events=-1)
             with self.assertRaises(RuntimeError):
                 _rustgil.trace_stop()  # none running
+            other = os.path.join(d, "other.svg")
+            with open(other, "w") as f:
+                f.write("keep me")
             _rustgil.trace_start(os.path.join(d, "gil.svg"))
             try:
                 with self.assertRaises(RuntimeError):
-                    _rustgil.trace_start(os.path.join(d, "other.svg"))
+                    _rustgil.trace_start(other)
             finally:
                 _rustgil.trace_stop()
+            with open(other) as f:
+                self.assertEqual(f.read(), "keep me", "a refused trace_start emptied the file")
 
     @unittest.skipUnless(EXPECTED_POLICY.endswith("monitor"), "needs the monitor thread")
     def test_the_monitor_works_and_sleeps_when_idle(self):

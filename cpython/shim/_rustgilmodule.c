@@ -36,7 +36,9 @@
 
 #include "Python.h"
 #include <gil.h>
+#include <fcntl.h>               /* open */
 #include <strings.h>             /* strcasecmp */
+#include <unistd.h>              /* close */
 
 #ifndef Py_RUST_GIL
 #  error "_rustgil needs an interpreter configured --with-rust-gil"
@@ -353,23 +355,16 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
                      "events, for Perfetto) or .svg (a timeline picture)", path);
         goto done;
     }
-    /* Try the file here first, so that the error is the OSError subclass
-       its errno calls for (FileNotFoundError, PermissionError, ...). */
-    FILE *probe = fopen(p, "w");
-    if (probe == NULL) {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
-        goto done;
-    }
-    fclose(probe);
     char default_title[160];
     if (title == NULL) {
         PyObject *policy = rustgil_policy(module, NULL);
         if (policy == NULL) {
             goto done;
         }
-        snprintf(default_title, sizeof default_title, "Python %s, GIL policy %s", PY_VERSION,
-                 PyUnicode_AsUTF8(policy) ? PyUnicode_AsUTF8(policy) : "?");
+        const char *name = PyUnicode_AsUTF8(policy);
+        snprintf(default_title, sizeof default_title, "Python %s, GIL policy %s", PY_VERSION, name ? name : "?");
         Py_DECREF(policy);
+        PyErr_Clear();
         title = default_title;
     }
     gil_result_t r = gil_trace_start(lock, p, title, (size_t)max_events);
@@ -378,7 +373,16 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
         goto done;
     }
     if (r == GIL_ERR_IO) {
-        PyErr_Format(PyExc_OSError, "cannot create the trace file %R", path);
+        /* The library could not create it: ask again, for the errno that
+           picks the OSError subclass (FileNotFoundError, PermissionError). */
+        int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            close(fd);
+            PyErr_Format(PyExc_OSError, "cannot create the trace file %R", path);
+        }
+        else {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        }
         goto done;
     }
     if (r != GIL_OK) {
@@ -392,71 +396,68 @@ done:
 }
 
 /* Names the trace's rows after this interpreter's live threads: the
-   threading module's name where it knows the thread, else its ident. */
-static int
+   threading module's name where it knows the thread, else its ident.
+   Names are a nicety: nothing here makes trace_stop() fail. */
+static void
 name_trace_rows(gil_t *lock)
 {
+    /* First the thread states and their idents, running no Python code: the
+       GIL is held throughout, so no thread state of this interpreter is
+       unlinked meanwhile (a thread unlinks its own while still holding it).
+       Python code (a property, a finalizer) could let other threads run. */
+    enum { MAX_NAMED = 256 };
+    struct { PyThreadState *ts; unsigned long ident; } live[MAX_NAMED];
+    size_t n = 0;
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL && n < MAX_NAMED;
+         ts = PyThreadState_Next(ts)) {
+        live[n].ts = ts;
+        live[n].ident = ts->thread_id;
+        n++;
+    }
+    PyObject *exc = PyErr_GetRaisedException();
     PyObject *active = NULL;
     PyObject *modname = PyUnicode_FromString("threading");
-    if (modname == NULL) {
-        return -1;
-    }
-    PyObject *threading = PyImport_GetModule(modname);
-    Py_DECREF(modname);
-    if (threading == NULL && PyErr_Occurred()) {
-        return -1;
-    }
+    PyObject *threading = modname ? PyImport_GetModule(modname) : NULL;
+    Py_XDECREF(modname);
     if (threading != NULL) {
         active = PyObject_GetAttrString(threading, "_active");
         Py_DECREF(threading);
-        if (active == NULL) {
-            PyErr_Clear(); /* names are a nicety */
-        }
     }
-    PyInterpreterState *interp = PyInterpreterState_Get();
-    /* The GIL is held: no thread state of this interpreter is unlinked
-       meanwhile (a thread unlinks its own while still holding the GIL). */
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL; ts = PyThreadState_Next(ts)) {
-        char name[128];
-        snprintf(name, sizeof name, "thread %lu", ts->thread_id);
-        PyObject *thread = NULL, *pyname = NULL;
+    PyErr_Clear();
+    for (size_t i = 0; i < n; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "thread %lu", live[i].ident);
         if (active != NULL && PyDict_Check(active)) {
-            PyObject *ident = PyLong_FromUnsignedLong(ts->thread_id);
-            if (ident != NULL) {
-                thread = PyDict_GetItemWithError(active, ident); /* borrowed */
-                Py_DECREF(ident);
-            }
-            if (thread != NULL) {
-                pyname = PyObject_GetAttrString(thread, "name");
-            }
-            PyErr_Clear();
-        }
-        if (pyname != NULL && PyUnicode_Check(pyname)) {
-            const char *utf8 = PyUnicode_AsUTF8(pyname);
+            PyObject *ident = PyLong_FromUnsignedLong(live[i].ident);
+            PyObject *thread = ident ? PyDict_GetItemWithError(active, ident) : NULL; /* borrowed */
+            Py_XINCREF(thread);
+            Py_XDECREF(ident);
+            PyObject *pyname = thread ? PyObject_GetAttrString(thread, "name") : NULL;
+            Py_XDECREF(thread);
+            const char *utf8 = (pyname && PyUnicode_Check(pyname)) ? PyUnicode_AsUTF8(pyname) : NULL;
             if (utf8 != NULL) {
-                snprintf(name, sizeof name, "%s (%lu)", utf8, ts->thread_id);
+                /* The library shows a name cut inside a character as a
+                   replacement character. */
+                snprintf(name, sizeof name, "%.120s (%lu)", utf8, live[i].ident);
             }
+            Py_XDECREF(pyname);
             PyErr_Clear();
         }
-        Py_XDECREF(pyname);
-        gil_result_t r = gil_trace_name_thread(lock, ts, name);
-        if (r != GIL_OK && r != GIL_ERR_NOT_TRACING) {
-            Py_XDECREF(active);
-            lock_error("gil_trace_name_thread", r);
-            return -1;
-        }
+        (void)gil_trace_name_thread(lock, live[i].ts, name);
     }
     Py_XDECREF(active);
-    return 0;
+    PyErr_SetRaisedException(exc);
 }
 
 static PyObject *
 rustgil_trace_stop(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     gil_t *lock = current_lock();
-    if (lock == NULL || name_trace_rows(lock) < 0) {
+    if (lock == NULL) {
         return NULL;
     }
+    name_trace_rows(lock);
     uint64_t events = 0;
     gil_result_t r;
     /* Writing a long trace takes a while: let other threads run. */

@@ -12,7 +12,8 @@
 #   --out DIR     where the JSON results go (default build/pyperformance)
 #
 # pyperformance itself is installed into a venv under the build cache; it
-# makes one venv per interpreter for the benchmarks' own dependencies.
+# makes one venv per interpreter for the benchmarks' own dependencies, in
+# the directory it runs in, so it runs in the build cache too.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${RUST_GIL_CACHE:-$HOME/.cache/rust-gil}
@@ -43,7 +44,9 @@ if [ ! -x "$venv/bin/pyperformance" ]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet pyperformance==1.14.0
 fi
-mkdir -p "$out"
+mkdir -p "$out" "$cache/pyperformance-work"
+out=$(cd "$out" && pwd)
+cd "$cache/pyperformance-work"
 policy=$("$RUSTGIL_PYTHON" -c 'import _rustgil; print(_rustgil.policy())')
 for r in $(seq "$rounds"); do
     for who in stock rustgil; do

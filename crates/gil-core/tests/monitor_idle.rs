@@ -1,5 +1,7 @@
-//! The monitor thread does not wake up while no lock has a waiter. Alone in
-//! its test binary: any other monitored lock in the process would wake it.
+//! The monitor thread does not wake up while no lock has a waiter, and does
+//! not outlive its work: it exits when idle, and the next wait starts a new
+//! one. Alone in its test binary: any other monitored lock in the process
+//! would wake it.
 #![cfg(not(gil_loom))]
 
 use std::sync::Arc;
@@ -12,11 +14,18 @@ fn tok(n: usize) -> Token {
     Token::new(n).expect("non-zero")
 }
 
-#[test]
-fn no_wakeups_while_no_lock_has_a_waiter() {
-    let gil = Arc::new(Gil::new(GilConfig::preset("priority-monitor").unwrap().switch_interval_us(1_000)).unwrap());
-    assert_eq!(monitor_wakeups(), 0, "no monitor before the first wait");
-    // Contend for a while: the monitor starts and works.
+/// How many threads of this process are named `gil-monitor`.
+fn monitor_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end() == "gil-monitor")
+        .count()
+}
+
+/// Two threads take turns on `gil` through drop requests, which only the
+/// monitor raises on a monitored lock.
+fn contend(gil: &Arc<Gil>) {
     let workers: Vec<_> = [1, 2]
         .into_iter()
         .map(|n| {
@@ -37,6 +46,15 @@ fn no_wakeups_while_no_lock_has_a_waiter() {
     for w in workers {
         w.join().unwrap();
     }
+}
+
+#[test]
+fn an_idle_monitor_neither_wakes_up_nor_stays() {
+    let gil = Arc::new(Gil::new(GilConfig::preset("priority-monitor").unwrap().switch_interval_us(1_000)).unwrap());
+    assert_eq!(monitor_wakeups(), 0, "no monitor before the first wait");
+    assert_eq!(monitor_threads(), 0, "no monitor thread before the first wait");
+    // Contend for a while: the monitor starts and works.
+    contend(&gil);
     assert!(monitor_wakeups() > 0, "the monitor kept the time");
     // Its last look finds no waiter (within one interval), then it sleeps.
     thread::sleep(Duration::from_millis(100));
@@ -52,4 +70,15 @@ fn no_wakeups_while_no_lock_has_a_waiter() {
         idle_from,
         "the monitor woke up with no waiter anywhere"
     );
+    // Idle for longer than its idle limit: the thread is gone (a library
+    // thread must not keep a process alive), within a generous bound.
+    let mut waited = Duration::ZERO;
+    while monitor_threads() > 0 && waited < Duration::from_secs(30) {
+        thread::sleep(Duration::from_millis(10));
+        waited += Duration::from_millis(10);
+    }
+    assert_eq!(monitor_threads(), 0, "the idle monitor thread did not exit");
+    // The next contention starts a new one, which keeps the time again.
+    contend(&gil);
+    assert!(monitor_wakeups() > idle_from, "a new monitor kept the time");
 }

@@ -36,9 +36,17 @@
 //! switch interval.
 //!
 //! The thread is started by the first wait on a monitored lock, so programs
-//! that never contend never get it; in a child process after `fork()` a new
-//! one is started the same way. If it cannot be started, waiters keep the
-//! time themselves with the same code ([`Gil::monitor_pass_locked`]).
+//! that never contend never get it, and it exits once it has had nothing to
+//! watch for `IDLE_EXIT` (100 ms): a library thread never keeps a process
+//! alive (a process whose last thread calls `pthread_exit` ends only when
+//! every thread has). The next first waiter starts a new one. In a child
+//! process after `fork()` the parent's monitor is recognised by its process
+//! id and never touched (its mutex may be held by a thread that did not
+//! survive the fork); the child gets its own at its first wait, as the
+//! parent did. No `pthread_atfork` handler is involved: one registered
+//! lazily can miss a fork that races with its registration. If the thread
+//! cannot be started, waiters keep the time themselves with the same code
+//! ([`Gil::monitor_pass_locked`]).
 //!
 //! Under loom there is no thread: the model's clock thread runs the same
 //! pass ([`Gil::loom_tick`]).
@@ -69,8 +77,10 @@ unsafe impl Send for CondRef {}
 pub(super) struct MonitorRoom {
     queue: VecDeque<Queued>,
     next_ticket: u64,
-    /// The lock is in the monitor thread's list.
-    registered: bool,
+    /// The lock is in the monitor thread's list: the process (`process::id`)
+    /// whose monitor lists it. A fork child inherits its parent's value,
+    /// and the parent's monitor thread is not there.
+    registered: Option<u32>,
     /// The holder being timed: its switch number, and since when.
     watch: Option<(u64, Stamp)>,
     /// Lazy release: the system-call episode being timed (generation, first seen).
@@ -161,8 +171,8 @@ impl Gil {
             starving: false,
             cond: CondRef(&cond),
         });
-        if !room.monitor.registered {
-            room.monitor.registered = process::watch(self);
+        if room.monitor.registered != Some(process::id()) {
+            room.monitor.registered = process::watch(self).then(process::id);
         } else {
             // Still in the monitor's list, but its schedule was made before
             // this waiter came: the holder may be in a system call nobody
@@ -202,7 +212,7 @@ impl Gil {
                     continue;
                 }
             }
-            let timed_out = if !room.monitor.registered {
+            let timed_out = if room.monitor.registered.is_none() {
                 // No monitor thread: keep the time ourselves.
                 let next = self.monitor_pass_locked(&mut room).unwrap_or_else(|| self.interval());
                 self.timed_wait(&cond, &mut room, next)
@@ -264,7 +274,7 @@ impl Gil {
     /// if the lock has no waiter (it then leaves the monitor's list).
     pub(super) fn monitor_pass_locked(&self, room: &mut WaitRoom) -> Option<Duration> {
         if room.monitor.queue.is_empty() {
-            room.monitor.registered = false;
+            room.monitor.registered = None;
             room.monitor.watch = None;
             room.monitor.episode = None;
             room.monitor.deferred = false;
@@ -448,19 +458,38 @@ mod process {
     pub(super) fn wakeups() -> u64 {
         0
     }
+
+    /// One process under loom.
+    pub(super) fn id() -> u32 {
+        1
+    }
 }
 
 #[cfg(not(gil_loom))]
 mod process {
     use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
-    use std::sync::Once;
     use std::time::Duration;
 
     use super::Gil;
     use crate::events::now_ns;
     use crate::sync::{Condvar, Mutex};
 
+    /// How long the monitor thread stays with no lock to watch before it
+    /// exits. A library thread must never keep a process alive: a program
+    /// whose last thread ends with `pthread_exit` (a fork child's only
+    /// thread returning, say) ends at most this long after its last wait.
+    /// Long enough that a program whose contention comes and goes starts
+    /// the thread again at most a few times a second.
+    pub(super) const IDLE_EXIT: Duration = Duration::from_millis(100);
+
+    /// One process's monitor. The thread comes and goes (`running`); this
+    /// stays for the life of the process. A child after `fork()` makes its
+    /// own: the parent's may have its mutex held by a thread that did not
+    /// survive the fork, so it is never touched again (a few hundred bytes
+    /// per forked child that waits, kept).
     struct Monitor {
+        /// The process this monitor belongs to.
+        pid: libc::pid_t,
         registry: Mutex<Registry>,
         cond: Condvar,
     }
@@ -471,28 +500,101 @@ mod process {
         incoming: Vec<Gil>,
         /// A lazy release asked for a look now.
         kicked: bool,
+        /// The monitor thread exists and has not decided to exit.
+        running: bool,
     }
 
-    /// This process's monitor; null until the first wait on a monitored
-    /// lock, and again in a child after `fork()`. Never freed.
+    /// The monitor of the process that stored it; after `fork()`, in the
+    /// child, the parent's (its `pid` tells). Never freed.
     static MONITOR: AtomicPtr<Monitor> = AtomicPtr::new(std::ptr::null_mut());
     static WAKEUPS: AtomicU64 = AtomicU64::new(0);
     /// When the monitor looks next (`now_ns`), `u64::MAX` while it sleeps
-    /// until a lock gets a waiter.
+    /// until a lock gets a waiter (or has no thread).
     static NEXT_LOOK_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
+    fn getpid() -> libc::pid_t {
+        // SAFETY: getpid has no preconditions and cannot fail.
+        unsafe { libc::getpid() }
+    }
+
+    /// This process's monitor, if it has one yet.
+    fn current() -> Option<&'static Monitor> {
+        let p = MONITOR.load(Acquire);
+        // SAFETY: a published monitor is never freed.
+        let monitor = unsafe { p.as_ref() }?;
+        (monitor.pid == getpid()).then_some(monitor)
+    }
+
+    /// This process's monitor, made if need be (without its thread).
+    fn this_process() -> &'static Monitor {
+        let pid = getpid();
+        let seen = MONITOR.load(Acquire);
+        // SAFETY: a published monitor is never freed.
+        if let Some(monitor) = unsafe { seen.as_ref() } {
+            if monitor.pid == pid {
+                return monitor;
+            }
+        }
+        let fresh = Box::into_raw(Box::new(Monitor {
+            pid,
+            registry: Mutex::new(Registry::default()),
+            cond: Condvar::new(),
+        }));
+        match MONITOR.compare_exchange(seen, fresh, AcqRel, Acquire) {
+            Ok(_) => {
+                if !seen.is_null() {
+                    // A fork child: its counts start afresh.
+                    WAKEUPS.store(0, Relaxed);
+                    NEXT_LOOK_NS.store(u64::MAX, Relaxed);
+                }
+                // SAFETY: just published; never freed from now on.
+                unsafe { &*fresh }
+            }
+            Err(winner) => {
+                // SAFETY: `fresh` came from `Box::into_raw` above and was
+                // never published, so nobody else can see it.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: a published monitor is never freed. Only threads
+                // of this process store here after the fork, so it is ours.
+                unsafe { &*winner }
+            }
+        }
+    }
+
+    /// Which process a lock's registration belongs to: a registration
+    /// copied into a fork child names the parent, whose monitor thread is
+    /// not there.
+    pub(super) fn id() -> u32 {
+        getpid().unsigned_abs()
+    }
+
     pub(super) fn wakeups() -> u64 {
-        WAKEUPS.load(Relaxed)
+        if current().is_some() {
+            WAKEUPS.load(Relaxed)
+        } else {
+            0
+        }
     }
 
     /// Puts `gil` (which has just got its first waiter; its mutex is held)
-    /// in the monitor's list, starting the monitor if need be. `false` if it
-    /// cannot be started.
+    /// in the monitor's list, starting the monitor thread if none runs.
+    /// `false` if it cannot be started.
     pub(super) fn watch(gil: &Gil) -> bool {
-        let Some(monitor) = get_or_start() else {
-            return false;
-        };
+        let monitor = this_process();
         let mut registry = monitor.registry.lock();
+        if !registry.running {
+            // Spawned under the registry's mutex: the thread's first act is
+            // to take it, and by then `running` and the lock are in place.
+            let spawned = std::thread::Builder::new()
+                .name("gil-monitor".into())
+                .spawn(move || run(monitor));
+            if spawned.is_err() {
+                return false; // waiters keep the time themselves
+            }
+            registry.running = true;
+            // It looks at once: no kick needed until it says when next.
+            NEXT_LOOK_NS.store(0, Relaxed);
+        }
         registry.incoming.push(gil.handle());
         monitor.cond.notify_one();
         true
@@ -504,55 +606,17 @@ mod process {
         if NEXT_LOOK_NS.load(Relaxed) <= due {
             return;
         }
-        let p = MONITOR.load(Acquire);
-        if p.is_null() {
-            return; // waiters keep the time themselves
-        }
-        // SAFETY: a published monitor is never freed.
-        let monitor = unsafe { &*p };
+        let Some(monitor) = current() else {
+            return; // no monitor in this process: waiters keep the time
+        };
         let mut registry = monitor.registry.lock();
+        if !registry.running {
+            return; // no thread, so no lock in its list to look at
+        }
         registry.kicked = true;
         // No more kicks until it has looked.
         NEXT_LOOK_NS.store(due, Relaxed);
         monitor.cond.notify_one();
-    }
-
-    fn get_or_start() -> Option<&'static Monitor> {
-        let p = MONITOR.load(Acquire);
-        if !p.is_null() {
-            // SAFETY: a published monitor is never freed.
-            return Some(unsafe { &*p });
-        }
-        static AT_FORK: Once = Once::new();
-        AT_FORK.call_once(|| {
-            // SAFETY: `forget_in_child` is async-signal-safe (two atomic
-            // stores), as a fork handler must be.
-            unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) };
-        });
-        let monitor: &'static Monitor = Box::leak(Box::new(Monitor {
-            registry: Mutex::new(Registry::default()),
-            cond: Condvar::new(),
-        }));
-        std::thread::Builder::new()
-            .name("gil-monitor".into())
-            .spawn(move || run(monitor))
-            .ok()?;
-        let fresh = monitor as *const Monitor as *mut Monitor;
-        match MONITOR.compare_exchange(std::ptr::null_mut(), fresh, AcqRel, Acquire) {
-            Ok(_) => Some(monitor),
-            // Another thread started one first. Ours sleeps forever on an
-            // empty list (a few hundred bytes and one idle thread, once).
-            // SAFETY: a published monitor is never freed.
-            Err(winner) => Some(unsafe { &*winner }),
-        }
-    }
-
-    /// `pthread_atfork` child handler: the monitor thread did not survive
-    /// the fork; the next wait starts a new one. The old monitor, whose
-    /// mutex the dead thread may hold, is never touched again.
-    extern "C" fn forget_in_child() {
-        MONITOR.store(std::ptr::null_mut(), Relaxed);
-        NEXT_LOOK_NS.store(u64::MAX, Relaxed);
     }
 
     fn run(monitor: &'static Monitor) {
@@ -578,8 +642,16 @@ mod process {
             }
             match next {
                 None => {
+                    // Nothing to watch: sleep until a lock gets a waiter,
+                    // and exit if none does for a while. Decided under the
+                    // registry's mutex, so a lock registering after this
+                    // finds `running` false and starts a new thread.
                     NEXT_LOOK_NS.store(u64::MAX, Relaxed);
-                    monitor.cond.wait(&mut registry);
+                    let timed_out = monitor.cond.wait_timeout(&mut registry, IDLE_EXIT);
+                    if timed_out && registry.incoming.is_empty() && !registry.kicked {
+                        registry.running = false;
+                        return;
+                    }
                 }
                 Some(d) => {
                     let due = now_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));

@@ -175,9 +175,9 @@ pub fn run(scenario: &Scenario) -> io::Result<Outcome> {
             for i in 0..scenario.cpu_threads {
                 tracer.name_thread(Token::new(100 + i).expect("non-zero"), format!("CPU thread {}", i + 1));
             }
-            gil.set_event_hook(Some(tracer.hook()));
+            gil.set_event_hook(Some(tracer.hook())).expect("not inside a hook");
             thread::sleep(window);
-            gil.set_event_hook(None);
+            gil.set_event_hook(None).expect("not inside a hook");
             Some(tracer.finish())
         }
         _ => None,

@@ -26,6 +26,10 @@ pub enum GilError {
     Busy,
     /// `acquire_or_abort` gave up because its abort check said so.
     Aborted,
+    /// A call on the lock from inside one of its own callbacks (an event
+    /// hook, the drop-request callback, an abort check), which would wait
+    /// for the calling thread itself. Nothing changed.
+    Reentrant,
 }
 
 impl fmt::Display for GilError {
@@ -50,6 +54,9 @@ impl fmt::Display for GilError {
             ),
             GilError::Busy => f.write_str("the lock is held or awaited"),
             GilError::Aborted => f.write_str("the wait for the lock was aborted by the caller's check"),
+            GilError::Reentrant => f.write_str(
+                "called from inside one of the lock's own callbacks (event hook, drop-request callback, abort check)",
+            ),
         }
     }
 }

@@ -15,7 +15,8 @@ fn tok(n: usize) -> Token {
 fn recorder(gil: &Gil) -> Arc<Mutex<Vec<Event>>> {
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = events.clone();
-    gil.set_event_hook(Some(Arc::new(move |e: &Event| sink.lock().unwrap().push(*e))));
+    gil.set_event_hook(Some(Arc::new(move |e: &Event| sink.lock().unwrap().push(*e))))
+        .expect("not inside a hook");
     events
 }
 
@@ -52,7 +53,7 @@ fn events_alternate_and_match_the_counters() {
     let gil = Arc::new(Gil::new(GilConfig::new().switch_interval_us(200)).unwrap());
     let events = recorder(&gil);
     contend(&gil, 5);
-    gil.set_event_hook(None);
+    gil.set_event_hook(None).expect("not inside a hook");
     let events = events.lock().unwrap().clone();
     let c = gil.counters();
 
@@ -96,7 +97,7 @@ fn no_events_once_the_hook_is_removed() {
     gil.acquire(tok(1)).unwrap();
     gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
     assert_eq!(events.lock().unwrap().len(), 2);
-    gil.set_event_hook(None);
+    gil.set_event_hook(None).expect("not inside a hook");
     assert!(!gil.has_event_hook());
     gil.acquire(tok(1)).unwrap();
     gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
@@ -116,7 +117,8 @@ fn replacing_a_hook_waits_for_its_running_calls() {
         thread::sleep(Duration::from_millis(50));
         c.fetch_add(1, SeqCst);
         i.store(false, SeqCst);
-    })));
+    })))
+    .expect("not inside a hook");
     let emitter = {
         let gil = gil.clone();
         thread::spawn(move || gil.acquire(tok(1)).unwrap())
@@ -124,7 +126,7 @@ fn replacing_a_hook_waits_for_its_running_calls() {
     while !inside.load(SeqCst) {
         thread::yield_now();
     }
-    gil.set_event_hook(None);
+    gil.set_event_hook(None).expect("not inside a hook");
     assert!(!inside.load(SeqCst), "set_event_hook returned while the old hook ran");
     assert_eq!(calls.load(SeqCst), 1);
     emitter.join().unwrap();
@@ -133,7 +135,8 @@ fn replacing_a_hook_waits_for_its_running_calls() {
 #[test]
 fn a_panicking_hook_does_not_break_the_lock() {
     let gil = Gil::new(GilConfig::new()).unwrap();
-    gil.set_event_hook(Some(Arc::new(|_: &Event| panic!("hook bug"))));
+    gil.set_event_hook(Some(Arc::new(|_: &Event| panic!("hook bug"))))
+        .expect("not inside a hook");
     gil.acquire(tok(1)).unwrap();
     gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
     assert!(gil.is_idle());
@@ -196,7 +199,7 @@ fn lazy_release_and_reclaim_are_reported_once_each() {
         assert_eq!(gil.histograms().hold.count(), 2, "{preset}");
         assert_eq!(gil.counters().lazy_releases, 1, "{preset}");
         // Observers off again: the plain fast paths, nothing reported.
-        gil.set_event_hook(None);
+        gil.set_event_hook(None).expect("not inside a hook");
         gil.set_histograms(false);
         gil.acquire(me).unwrap();
         gil.release(me, ReleaseReason::Final).unwrap();

@@ -358,7 +358,10 @@ fn lazy_takeover_vs_reclaim_exactly_one_wins() {
         let (t, w) = (tok(1), tok(2));
         gil.acquire(t).unwrap();
         gil.release(t, ReleaseReason::Voluntary).unwrap();
-        assert!(gil.is_locked(), "a lazy release keeps the lock reserved");
+        assert!(
+            gil.is_reserved() && !gil.is_locked(),
+            "a lazy release keeps the lock reserved"
+        );
         let clock = spawn_clock(&gil);
         let waiter = {
             let (gil, data) = (gil.clone(), data.clone());
@@ -452,7 +455,8 @@ fn monitor_serves_waiters_first_come_first_served() {
             if first && e.token == tok(2) {
                 q.fetch_add(1, SeqCst);
             }
-        })));
+        })))
+        .expect("not inside a hook");
         let order = std::sync::Arc::new(StdMutex::new(Vec::new()));
         gil.acquire(tok(1)).unwrap();
         let spawn = |n: usize, after_queued: usize| {
@@ -474,7 +478,7 @@ fn monitor_serves_waiters_first_come_first_served() {
         w1.join().unwrap();
         w2.join().unwrap();
         assert_eq!(*order.lock().unwrap(), vec![2, 3], "W2 overtook W1");
-        gil.set_event_hook(None);
+        gil.set_event_hook(None).expect("not inside a hook");
         assert!(gil.is_idle());
     });
 }
@@ -601,7 +605,8 @@ fn starvation_model(config: GilConfig, ticks: usize) {
                 if e.kind == gil_core::EventKind::Acquired && g.counters().starvation_promotions > 0 {
                     first.lock().unwrap().get_or_insert(e.token.get());
                 }
-            })));
+            })))
+            .expect("not inside a hook");
         }
         let ready = std::sync::Arc::new(AtomicBool::new(false));
         let cpu = {
@@ -639,7 +644,7 @@ fn starvation_model(config: GilConfig, ticks: usize) {
         cpu.join().unwrap();
         io.join().unwrap();
         clock.join().unwrap();
-        gil.set_event_hook(None); // the hook holds the lock: break the cycle
+        gil.set_event_hook(None).expect("not inside a hook"); // the hook holds the lock: break the cycle
         if gil.counters().starvation_promotions > 0 {
             assert_eq!(
                 *first_after.lock().unwrap(),

@@ -20,7 +20,8 @@ fn count_waits(gil: &Gil) -> Arc<AtomicUsize> {
         if e.kind == EventKind::WaitStart {
             w.fetch_add(1, SeqCst);
         }
-    })));
+    })))
+    .expect("not inside a hook");
     waits
 }
 
@@ -76,7 +77,8 @@ fn the_monitor_asks_a_running_holder_after_an_interval() {
         if matches!(e.kind, EventKind::WaitStart | EventKind::DropRequested) {
             r.lock().unwrap().push(*e);
         }
-    })));
+    })))
+    .expect("not inside a hook");
     let holder = tok(1);
     gil.acquire(holder).unwrap();
     let waiter = {
@@ -128,7 +130,8 @@ fn the_monitor_takes_over_a_system_call_that_outlasts_the_threshold() {
         if e.kind == EventKind::LazyTakeover {
             t.lock().unwrap().push(*e);
         }
-    })));
+    })))
+    .expect("not inside a hook");
     let io = tok(1);
     gil.acquire(io).unwrap();
     gil.release(io, ReleaseReason::Voluntary).unwrap(); // lazily: "in a system call"

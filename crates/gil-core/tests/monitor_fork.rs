@@ -36,7 +36,8 @@ fn a_lock_the_parents_monitor_listed_is_timed_in_a_fork_child() {
         if e.kind == EventKind::WaitStart {
             w.fetch_add(1, SeqCst);
         }
-    })));
+    })))
+    .unwrap();
     gil.acquire(tok(1)).unwrap();
     let w = {
         let gil = gil.clone();

@@ -22,7 +22,7 @@ fn traced_run(config: GilConfig, ms: u64) -> (Trace, gil_core::Counters) {
     let tracer = Tracer::new(Tracer::DEFAULT_MAX_EVENTS);
     tracer.set_title("test <run> & \"friends\"");
     tracer.name_thread(tok(1), "io");
-    gil.set_event_hook(Some(tracer.hook()));
+    gil.set_event_hook(Some(tracer.hook())).expect("not inside a hook");
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(4));
     let mut threads = Vec::new();
@@ -51,7 +51,7 @@ fn traced_run(config: GilConfig, ms: u64) -> (Trace, gil_core::Counters) {
     for t in threads {
         t.join().unwrap();
     }
-    gil.set_event_hook(None);
+    gil.set_event_hook(None).expect("not inside a hook");
     (tracer.finish(), gil.counters())
 }
 

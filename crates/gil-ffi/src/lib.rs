@@ -67,6 +67,12 @@ pub enum gil_result_t {
     GIL_ERR_IO = 10,
     /// `gil_trace_stop` or `gil_trace_name_thread` without a running trace.
     GIL_ERR_NOT_TRACING = 11,
+    /// A call on the lock from inside one of its own callbacks (an event
+    /// hook, the drop-request callback, an abort callback) that would wait
+    /// for the calling thread itself: acquiring, releasing, installing or
+    /// removing a hook, starting, naming in or stopping a trace, freeing.
+    /// Nothing changed.
+    GIL_ERR_REENTRANT = 12,
 }
 use gil_result_t::*;
 
@@ -252,6 +258,17 @@ impl gil_t {
         // Nothing under this mutex can be left half-changed by a panic.
         self.hook.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// `GIL_ERR_REENTRANT` inside one of this lock's callbacks: the hook
+    /// owner's mutex may be held by a thread that waits for that callback
+    /// to end (`gil_set_event_hook` does).
+    fn check_not_in_callback(&self) -> Result<(), gil_result_t> {
+        if self.gil.in_callback() {
+            Err(GIL_ERR_REENTRANT)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// The C callback and its user data, callable from any thread (the caller of
@@ -296,6 +313,7 @@ fn map_err(e: GilError) -> gil_result_t {
         }
         GilError::Busy => GIL_ERR_BUSY,
         GilError::Aborted => GIL_ERR_ABORTED,
+        GilError::Reentrant => GIL_ERR_REENTRANT,
         _ => GIL_ERR_PANIC,
     }
 }
@@ -386,6 +404,7 @@ pub extern "C" fn gil_result_str(result: u32) -> *const c_char {
         9 => c"unknown policy name",
         10 => c"a file could not be created or written",
         11 => c"no trace is running on this lock",
+        12 => c"called from inside one of the lock's own callbacks",
         _ => c"unknown result code",
     };
     text.as_ptr()
@@ -499,7 +518,11 @@ pub unsafe extern "C" fn gil_free(gil: *mut gil_t) -> gil_result_t {
             return Ok(());
         }
         // SAFETY: non-NULL and live by the contract.
-        if !unsafe { &(*gil).gil }.is_idle() {
+        let lock = unsafe { &(*gil).gil };
+        if lock.in_callback() {
+            return Err(GIL_ERR_REENTRANT);
+        }
+        if !lock.is_idle() {
             return Err(GIL_ERR_BUSY);
         }
         // SAFETY: from `Box::into_raw` in gil_new; the caller gives it up.
@@ -689,7 +712,7 @@ pub unsafe extern "C" fn gil_reinit_after_fork(gil: *mut gil_t, token: *mut c_vo
             HookOwner::None => {}
             HookOwner::C => *handle.hook_owner() = HookOwner::C,
             HookOwner::Trace { tracer, .. } => {
-                handle.gil.set_event_hook(None);
+                handle.gil.set_event_hook(None).map_err(map_err)?;
                 tracer.discard_after_fork();
             }
         }
@@ -1026,6 +1049,7 @@ pub unsafe extern "C" fn gil_set_event_hook(
     guard_result(|| {
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
+        handle.check_not_in_callback()?;
         let mut owner = handle.hook_owner();
         if matches!(*owner, HookOwner::Trace { .. }) {
             return Err(GIL_ERR_BUSY);
@@ -1034,8 +1058,8 @@ pub unsafe extern "C" fn gil_set_event_hook(
             let cb = EventCallback { callback, user_data };
             Arc::new(move |e: &Event| cb.call(e)) as gil_core::EventHook
         });
+        handle.gil.set_event_hook(hook.clone()).map_err(map_err)?;
         *owner = if hook.is_some() { HookOwner::C } else { HookOwner::None };
-        handle.gil.set_event_hook(hook);
         Ok(())
     })
 }
@@ -1152,6 +1176,7 @@ pub unsafe extern "C" fn gil_trace_start(
             Some(unsafe { c_str_lossy(title) }?)
         };
         let format = TraceFormat::from_path(path).ok_or(GIL_ERR_INVALID_ARGUMENT)?;
+        handle.check_not_in_callback()?;
         let mut owner = handle.hook_owner();
         if !matches!(*owner, HookOwner::None) {
             return Err(GIL_ERR_BUSY);
@@ -1165,7 +1190,7 @@ pub unsafe extern "C" fn gil_trace_start(
         if let Some(t) = title {
             tracer.set_title(t);
         }
-        handle.gil.set_event_hook(Some(tracer.hook()));
+        handle.gil.set_event_hook(Some(tracer.hook())).map_err(map_err)?;
         *owner = HookOwner::Trace { tracer, file, format };
         Ok(())
     })
@@ -1191,6 +1216,7 @@ pub unsafe extern "C" fn gil_trace_name_thread(
         let token = self::token(token)?;
         // SAFETY: forwarded from this function's contract.
         let name = unsafe { c_str_lossy(name) }?;
+        handle.check_not_in_callback()?;
         match &*handle.hook_owner() {
             HookOwner::Trace { tracer, .. } => {
                 tracer.name_thread(token, name);
@@ -1214,11 +1240,12 @@ pub unsafe extern "C" fn gil_trace_stop(gil: *mut gil_t, events_out: *mut u64) -
     guard_result(|| {
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
+        handle.check_not_in_callback()?;
         let mut owner = handle.hook_owner();
         let HookOwner::Trace { tracer, file, format } = std::mem::replace(&mut *owner, HookOwner::None) else {
             return Err(GIL_ERR_NOT_TRACING);
         };
-        handle.gil.set_event_hook(None);
+        handle.gil.set_event_hook(None).map_err(map_err)?;
         drop(owner);
         let trace = tracer.finish();
         let mut out = BufWriter::new(file);

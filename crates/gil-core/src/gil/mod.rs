@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+mod callbacks;
 mod monitor;
 
 pub use monitor::monitor_wakeups;
@@ -132,6 +133,17 @@ pub struct Counters {
 /// What a waiter checks when one switch interval has passed (see
 /// [`Gil::acquire_or_abort`]).
 type AbortCheck<'a> = Option<&'a mut dyn FnMut() -> bool>;
+
+/// How a lazy voluntary release went.
+enum Lazy {
+    /// The holder is marked as in a system call.
+    Done,
+    /// A drop request is pending: the release must be a real one.
+    /// `observed`: it has been reported to observers already.
+    Real { observed: bool },
+    /// Called from inside one of the lock's callbacks: nothing changed.
+    Reentrant,
+}
 
 /// Fields written on every acquisition, kept on one cache line.
 struct Hot {
@@ -374,6 +386,9 @@ impl Gil {
         if self.try_fast(token) {
             return Ok(true);
         }
+        if self.in_callback() {
+            return Err(GilError::Reentrant);
+        }
         if self.inner.hot.state.load(Relaxed) & LOCKED != 0 {
             return Ok(false);
         }
@@ -403,14 +418,15 @@ impl Gil {
         if self.inner.hot.owner.load(Relaxed) != token.get() {
             return Err(GilError::NotHolder);
         }
-        if self.inner.policy == Policy::Priority {
-            class::remember(self.id(), token.get(), ThreadClass::after(reason));
-        }
         let mut observed = false;
         if reason == ReleaseReason::Voluntary && self.inner.lazy_release.is_some() {
             match self.release_lazily(token) {
-                Ok(()) => return Ok(()),
-                Err(o) => observed = o,
+                Lazy::Done => {
+                    self.remember_class(token, reason);
+                    return Ok(());
+                }
+                Lazy::Real { observed: o } => observed = o,
+                Lazy::Reentrant => return Err(GilError::Reentrant),
             }
         }
         self.inner.hot.owner.store(0, Relaxed);
@@ -426,16 +442,36 @@ impl Gil {
             .compare_exchange(LOCKED, 0, Release, Relaxed)
             .is_ok()
         {
+            self.remember_class(token, reason);
             return Ok(());
         }
-        self.release_contended(token, reason, observed);
-        Ok(())
+        self.release_contended(token, reason, observed)
+    }
+
+    /// Under the priority policy, records the class `token` has after
+    /// releasing for `reason` (see [`class`]). Made once the release can no
+    /// longer fail.
+    #[inline]
+    fn remember_class(&self, token: Token, reason: ReleaseReason) {
+        if self.inner.policy == Policy::Priority {
+            class::remember(self.id(), token.get(), ThreadClass::after(reason));
+        }
     }
 
     /// A release that the fast path could not make: observers are on, or
     /// somebody waits. `observed`: the release was already reported.
     #[cold]
-    fn release_contended(&self, token: Token, reason: ReleaseReason, observed: bool) {
+    fn release_contended(&self, token: Token, reason: ReleaseReason, observed: bool) -> Result<(), GilError> {
+        if self.in_callback() {
+            // From inside one of this lock's callbacks (which always runs
+            // while the lock is awaited or observed, so the fast path failed
+            // and led here): the mutex may be ours already. Undo `release`'s
+            // stores: `token` holds the lock, so it was `last_holder` too.
+            self.inner.hot.owner.store(token.get(), Relaxed);
+            self.inner.hot.last_holder.store(token.get(), Relaxed);
+            return Err(GilError::Reentrant);
+        }
+        self.remember_class(token, reason);
         let mut s = self.inner.hot.state.load(Relaxed);
         if s & INSTR != 0 && !observed {
             self.observe_release(token, reason);
@@ -447,11 +483,12 @@ impl Gil {
                 .state
                 .compare_exchange_weak(s, s & !LOCKED, Release, Relaxed)
             {
-                Ok(_) => return,
+                Ok(_) => return Ok(()),
                 Err(now) => s = now,
             }
         }
         self.release_slow(token, reason);
+        Ok(())
     }
 
     /// Whether a waiter has asked the current holder to drop the lock. One
@@ -563,9 +600,16 @@ impl Gil {
 
     /// Installs `hook` (or, with `None`, removes the current one). Returns
     /// once no thread is still running the hook it replaced, so whatever that
-    /// hook used may be freed. Must not be called from inside a hook. See
-    /// [`events`](crate::events) for where hooks run.
-    pub fn set_event_hook(&self, hook: Option<EventHook>) {
+    /// hook used may be freed. See [`events`](crate::events) for where hooks
+    /// run.
+    ///
+    /// # Errors
+    /// [`GilError::Reentrant`] from inside one of this lock's callbacks (it
+    /// would wait for itself to leave the hook); nothing changes.
+    pub fn set_event_hook(&self, hook: Option<EventHook>) -> Result<(), GilError> {
+        if self.in_callback() {
+            return Err(GilError::Reentrant);
+        }
         let on = hook.is_some();
         // Flag first when installing (an emitter that sees the flag but not
         // yet the hook just finds the slot empty), slot first when removing.
@@ -576,6 +620,7 @@ impl Gil {
         if !on {
             self.set_instr(INSTR_HOOK, false);
         }
+        Ok(())
     }
 
     /// Turns an `INSTR_*` bit on or off, and `state`'s `INSTR` bit with it.
@@ -799,6 +844,9 @@ impl Gil {
     /// is set.
     #[cold]
     fn try_fast_observed(&self, token: Token) -> bool {
+        if self.in_callback() {
+            return false; // the slow path says why
+        }
         let mut s = self.inner.hot.state.load(Relaxed);
         while s & !INSTR == 0 {
             match self
@@ -871,7 +919,7 @@ impl Gil {
             self.inner.hot.acquired_at.store(now, Relaxed);
         }
         if instr & INSTR_HOOK != 0 {
-            self.inner.hook.emit(|| Event {
+            self.emit(|| Event {
                 kind: EventKind::Acquired,
                 token,
                 other: None,
@@ -892,7 +940,7 @@ impl Gil {
             }
         }
         if instr & INSTR_HOOK != 0 {
-            self.inner.hook.emit(|| Event {
+            self.emit(|| Event {
                 kind: EventKind::Released(reason),
                 token,
                 other: None,
@@ -943,12 +991,11 @@ impl Gil {
         }
     }
 
-    /// A lazy voluntary release: mark the holder as in a system call. Returns
-    /// `Err` if the release must be a real one (a drop request is pending,
-    /// which CPython answers with a forced switch), saying whether the
-    /// release has been reported to observers already.
+    /// A lazy voluntary release: mark the holder as in a system call, unless
+    /// the release must be a real one (a drop request is pending, which
+    /// CPython answers with a forced switch).
     #[inline]
-    fn release_lazily(&self, token: Token) -> Result<(), bool> {
+    fn release_lazily(&self, token: Token) -> Lazy {
         let hot = &*self.inner.hot;
         // Written while still the holder: nobody else writes these now.
         hot.syscall_owner.store(token.get(), Relaxed);
@@ -961,7 +1008,7 @@ impl Gil {
                 .compare_exchange(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
                 .is_ok()
             {
-                return Ok(());
+                return Lazy::Done;
             }
             // A waiter (or an observer) came: undo the count.
             hot.lazy_releases
@@ -972,8 +1019,14 @@ impl Gil {
 
     /// `release_lazily` when observers are on or somebody waits.
     #[cold]
-    fn release_lazily_contended(&self, token: Token) -> Result<(), bool> {
+    fn release_lazily_contended(&self, token: Token) -> Lazy {
         let hot = &*self.inner.hot;
+        if self.in_callback() {
+            // See `release_contended`; `syscall_owner` means nothing
+            // without SYSCALL, which is clear while `token` holds the lock.
+            hot.owner.store(token.get(), Relaxed);
+            return Lazy::Reentrant;
+        }
         let mut s = hot.state.load(Relaxed);
         let observed = s & INSTR != 0;
         if observed {
@@ -987,7 +1040,7 @@ impl Gil {
                 .state
                 .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
             {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Lazy::Done,
                 Err(now) => {
                     hot.lazy_releases
                         .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
@@ -1000,7 +1053,7 @@ impl Gil {
             // wake-up, at most a signal to the monitor.
             if self.inner.drop_request.load(Relaxed) {
                 hot.owner.store(token.get(), Relaxed);
-                return Err(observed);
+                return Lazy::Real { observed };
             }
             bump(&hot.lazy_releases, 1);
             let mut s = hot.state.load(Relaxed);
@@ -1011,7 +1064,7 @@ impl Gil {
                 s = now;
             }
             self.ask_monitor_to_look();
-            return Ok(());
+            return Lazy::Done;
         }
         // Somebody waits: under the mutex, so the waiter that is woken starts
         // timing the call right away.
@@ -1020,7 +1073,7 @@ impl Gil {
         if self.inner.drop_request.load(Relaxed) {
             drop(room);
             hot.owner.store(token.get(), Relaxed);
-            return Err(observed);
+            return Lazy::Real { observed };
         }
         bump(&hot.lazy_releases, 1);
         let mut s = hot.state.load(Relaxed);
@@ -1034,7 +1087,7 @@ impl Gil {
             }
         }
         self.wake_next(slow, &room);
-        Ok(())
+        Lazy::Done
     }
 
     /// Wakes the waiter that should go next.
@@ -1052,6 +1105,11 @@ impl Gil {
 
     #[cold]
     fn acquire_slow(&self, token: Token, mut should_abort: AbortCheck<'_>) -> Result<(), GilError> {
+        if self.in_callback() {
+            // The lock is held, awaited or observed while its callback runs:
+            // waiting here would wait for this very thread.
+            return Err(GilError::Reentrant);
+        }
         if self.inner.monitor {
             return self.acquire_slow_monitored(token, should_abort);
         }
@@ -1067,7 +1125,7 @@ impl Gil {
         // reads below see its clearing store, hence 0 or the current holder.
         self.inner.hot.state.fetch_or(WAITERS, Acquire);
         if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-            self.inner.hook.emit(|| Event::now(EventKind::WaitStart, token, None));
+            self.emit(|| Event::now(EventKind::WaitStart, token, None));
         }
         let mut starving = false;
         // The lazy-release episode being timed: (generation, first seen).
@@ -1117,9 +1175,7 @@ impl Gil {
                     bump(&self.inner.lazy_takeovers, 1);
                     if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
                         if let Some(from) = Token::new(self.inner.hot.syscall_owner.load(Relaxed)) {
-                            self.inner
-                                .hook
-                                .emit(|| Event::now(EventKind::LazyTakeover, from, Some(token)));
+                            self.emit(|| Event::now(EventKind::LazyTakeover, from, Some(token)));
                         }
                     }
                     break Ok(());
@@ -1185,7 +1241,7 @@ impl Gil {
                 continue;
             }
             if let Some(check) = should_abort.as_mut() {
-                if check() {
+                if self.ask_abort(&mut **check) {
                     self.leave_wait_room(slow, &mut room, class, starving);
                     return Err(GilError::Aborted);
                 }
@@ -1236,6 +1292,20 @@ impl Gil {
         self.took_over_under_mutex(token, class, slow, &mut room);
         self.waited(started);
         Ok(())
+    }
+
+    /// Reports an event to the hook, if one is installed, as a callback of
+    /// this lock (see [`Gil::in_callback`]).
+    fn emit(&self, event: impl FnOnce() -> Event) {
+        let _inside = self.enter_callback();
+        self.inner.hook.emit(event);
+    }
+
+    /// Asks an `acquire_or_abort` check whether to give up, as a callback of
+    /// this lock.
+    fn ask_abort(&self, check: &mut dyn FnMut() -> bool) -> bool {
+        let _inside = self.enter_callback();
+        check()
     }
 
     /// Accounts a wait that ended with the lock; called under the mutex.
@@ -1327,7 +1397,7 @@ impl Gil {
             // Without an owner the holder is letting go right now (it cleared
             // `owner` and waits for the mutex): the request is its.
             if let Some(asked) = owner.or_else(|| Token::new(self.inner.hot.last_holder.load(Relaxed))) {
-                self.inner.hook.emit(|| Event::now(EventKind::DropRequested, asked, by));
+                self.emit(|| Event::now(EventKind::DropRequested, asked, by));
             }
         }
         // No owner: the holder is letting go (see above), or it is the
@@ -1337,7 +1407,10 @@ impl Gil {
             return Ok(());
         };
         match &self.inner.on_drop_request {
-            Some(callback) => catch_unwind(AssertUnwindSafe(|| callback(holder))),
+            Some(callback) => {
+                let _inside = self.enter_callback();
+                catch_unwind(AssertUnwindSafe(|| callback(holder)))
+            }
             None => Ok(()),
         }
     }
@@ -1378,7 +1451,7 @@ impl Gil {
             bump(&self.inner.forced_switches, 1);
             if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
                 let to = Token::new(self.inner.hot.last_holder.load(Relaxed));
-                self.inner.hook.emit(|| Event::now(EventKind::ForcedSwitch, token, to));
+                self.emit(|| Event::now(EventKind::ForcedSwitch, token, to));
             }
         }
     }

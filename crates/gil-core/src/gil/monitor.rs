@@ -150,7 +150,7 @@ impl Gil {
         // Acquire: as in `acquire_slow`.
         self.inner.hot.state.fetch_or(WAITERS, Acquire);
         if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-            self.inner.hook.emit(|| Event::now(EventKind::WaitStart, token, None));
+            self.emit(|| Event::now(EventKind::WaitStart, token, None));
         }
         let ticket = room.monitor.next_ticket;
         room.monitor.next_ticket += 1;
@@ -224,7 +224,7 @@ impl Gil {
             };
             if timed_out {
                 if let Some(check) = should_abort.as_mut() {
-                    if check() {
+                    if self.ask_abort(&mut **check) {
                         self.leave_queue(slow, &mut room, ticket, class, true);
                         return Err(GilError::Aborted);
                     }
@@ -399,7 +399,7 @@ impl Gil {
         room.monitor.episode = None;
         if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
             if let Some(from) = Token::new(self.inner.hot.syscall_owner.load(Relaxed)) {
-                self.inner.hook.emit(|| Event::now(EventKind::LazyTakeover, from, None));
+                self.emit(|| Event::now(EventKind::LazyTakeover, from, None));
             }
         }
         self.wake_designee(room);

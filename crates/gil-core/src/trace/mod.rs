@@ -14,12 +14,12 @@
 //!
 //! let gil = Gil::new(GilConfig::new())?;
 //! let tracer = Tracer::new(Tracer::DEFAULT_MAX_EVENTS);
-//! gil.set_event_hook(Some(tracer.hook()));
+//! gil.set_event_hook(Some(tracer.hook())).expect("not inside a hook");
 //! let me = Token::new(1).unwrap();
 //! tracer.name_thread(me, "main");
 //! gil.acquire(me)?;
 //! gil.release(me, ReleaseReason::Final)?;
-//! gil.set_event_hook(None);
+//! gil.set_event_hook(None).expect("not inside a hook");
 //! let trace = tracer.finish();
 //! assert_eq!(trace.rows()[0].name, "main");
 //! let mut svg = Vec::new();

@@ -281,6 +281,33 @@ fn a_monitored_lock_works_in_a_fork_child() {
 }
 
 #[test]
+fn back_to_back_takeovers_are_not_missed() {
+    // Each acquire finds the previous token's lazily released call in
+    // progress, so only the monitor's takeover lets it in; with a one-hour
+    // interval nothing else would. A waiter's kick that came while the
+    // monitor was still finishing its look at the previous takeover used
+    // to be skipped, and the waiter slept until the next look, an hour on.
+    let (done, finished) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let config = GilConfig::preset("priority-lazy-monitor")
+            .unwrap()
+            .switch_interval_us(3_600_000_000)
+            .lazy_release_us(Some(1));
+        let gil = Gil::new(config).unwrap();
+        for i in 0..500 {
+            let me = tok(1 + i % 3);
+            gil.acquire(me).unwrap();
+            gil.release(me, ReleaseReason::Voluntary).unwrap();
+        }
+        let _ = done.send(gil.counters().lazy_takeovers);
+    });
+    let takeovers = finished
+        .recv_timeout(Duration::from_secs(120))
+        .expect("a waiter was left waiting for a takeover");
+    assert_eq!(takeovers, 499, "every acquire but the first took the lock over");
+}
+
+#[test]
 fn a_new_waiter_gets_a_call_that_began_before_it_taken_over() {
     // A one-hour interval: the monitor's schedule for this lock is an hour
     // long once it has looked at it. Then, while the lock is still in its

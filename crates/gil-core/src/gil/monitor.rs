@@ -467,7 +467,7 @@ mod process {
 
 #[cfg(not(gil_loom))]
 mod process {
-    use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
+    use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering::*};
     use std::time::Duration;
 
     use super::Gil;
@@ -508,8 +508,22 @@ mod process {
     /// child, the parent's (its `pid` tells). Never freed.
     static MONITOR: AtomicPtr<Monitor> = AtomicPtr::new(std::ptr::null_mut());
     static WAKEUPS: AtomicU64 = AtomicU64::new(0);
-    /// When the monitor looks next (`now_ns`), `u64::MAX` while it sleeps
-    /// until a lock gets a waiter (or has no thread).
+
+    // A kick may be skipped only if the monitor's next look will see what
+    // the kicker changed. A look that started before the change may have
+    // read the lock before it, so the monitor's promise ("I look again by
+    // NEXT_LOOK_NS") is tied to the look that made it: LOOKS numbers the
+    // looks, PROMISE_LOOK names the look whose promise NEXT_LOOK_NS is (0:
+    // none, as while a look runs). A kicker that reads LOOKS = n after its
+    // change, with PROMISE_LOOK = n, knows look n + 1 starts by the promise
+    // and sees the change (SeqCst fences on both sides, after the change
+    // and after LOOKS moves, order the two). Without the link a kick made
+    // during a look was lost whenever the previous promise had expired,
+    // and a lock whose holder went into a system call then waited a whole
+    // switch interval for its takeover.
+    static LOOKS: AtomicU64 = AtomicU64::new(0);
+    static PROMISE_LOOK: AtomicU64 = AtomicU64::new(0);
+    /// When the monitor looks next (`now_ns`), if PROMISE_LOOK says so.
     static NEXT_LOOK_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
     fn getpid() -> libc::pid_t {
@@ -543,9 +557,10 @@ mod process {
         match MONITOR.compare_exchange(seen, fresh, AcqRel, Acquire) {
             Ok(_) => {
                 if !seen.is_null() {
-                    // A fork child: its counts start afresh.
+                    // A fork child: its counts start afresh, and the
+                    // parent's promise is no promise here.
                     WAKEUPS.store(0, Relaxed);
-                    NEXT_LOOK_NS.store(u64::MAX, Relaxed);
+                    PROMISE_LOOK.store(0, SeqCst);
                 }
                 // SAFETY: just published; never freed from now on.
                 unsafe { &*fresh }
@@ -592,18 +607,21 @@ mod process {
                 return false; // waiters keep the time themselves
             }
             registry.running = true;
-            // It looks at once: no kick needed until it says when next.
-            NEXT_LOOK_NS.store(0, Relaxed);
+            PROMISE_LOOK.store(0, SeqCst);
         }
         registry.incoming.push(gil.handle());
         monitor.cond.notify_one();
         true
     }
 
-    /// Makes the monitor look within `within`, unless it will anyway.
+    /// Makes the monitor look within `within` at what the caller changed
+    /// just before, unless a look that will see it is due by then anyway.
     pub(super) fn kick(within: Duration) {
         let due = now_ns().saturating_add(u64::try_from(within.as_nanos()).unwrap_or(u64::MAX));
-        if NEXT_LOOK_NS.load(Relaxed) <= due {
+        // Orders the caller's change before the read of LOOKS (see LOOKS).
+        fence(SeqCst);
+        let look = LOOKS.load(SeqCst);
+        if look != 0 && PROMISE_LOOK.load(SeqCst) == look && NEXT_LOOK_NS.load(SeqCst) <= due {
             return;
         }
         let Some(monitor) = current() else {
@@ -614,8 +632,10 @@ mod process {
             return; // no thread, so no lock in its list to look at
         }
         registry.kicked = true;
-        // No more kicks until it has looked.
-        NEXT_LOOK_NS.store(due, Relaxed);
+        // The next look starts as soon as the monitor wakes (LOOKS only
+        // moves under the registry's mutex): no more kicks until then.
+        NEXT_LOOK_NS.store(due, SeqCst);
+        PROMISE_LOOK.store(LOOKS.load(SeqCst), SeqCst);
         monitor.cond.notify_one();
     }
 
@@ -625,6 +645,11 @@ mod process {
         loop {
             watched.append(&mut registry.incoming);
             registry.kicked = false;
+            PROMISE_LOOK.store(0, SeqCst);
+            let look = LOOKS.fetch_add(1, SeqCst) + 1;
+            // Orders the new look number before this look's reads of the
+            // locks (see LOOKS).
+            fence(SeqCst);
             drop(registry);
             // Each lock is looked at under its own mutex, never under the
             // registry's: waiters take theirs first, then the registry's.
@@ -646,7 +671,6 @@ mod process {
                     // and exit if none does for a while. Decided under the
                     // registry's mutex, so a lock registering after this
                     // finds `running` false and starts a new thread.
-                    NEXT_LOOK_NS.store(u64::MAX, Relaxed);
                     let timed_out = monitor.cond.wait_timeout(&mut registry, IDLE_EXIT);
                     if timed_out && registry.incoming.is_empty() && !registry.kicked {
                         registry.running = false;
@@ -655,7 +679,8 @@ mod process {
                 }
                 Some(d) => {
                     let due = now_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-                    NEXT_LOOK_NS.store(due, Relaxed);
+                    NEXT_LOOK_NS.store(due, SeqCst);
+                    PROMISE_LOOK.store(look, SeqCst);
                     monitor.cond.wait_timeout(&mut registry, d);
                 }
             }

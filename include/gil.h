@@ -55,7 +55,8 @@ enum gil_result_t
   // A `gil_config_t` with a bad `struct_size`, policy or switch interval,
   // or a switch interval out of range in `gil_set_switch_interval`.
   GIL_ERR_INVALID_CONFIG = 4,
-  // `gil_free` of a lock that is held or awaited; nothing was freed.
+  // `gil_free` of a lock that is held or awaited (not merely reserved by
+  // a lazy release); nothing was freed.
   GIL_ERR_BUSY = 5,
   // A bug inside the library (a Rust panic), caught at the boundary.
   GIL_ERR_PANIC = 6,
@@ -71,6 +72,12 @@ enum gil_result_t
   GIL_ERR_IO = 10,
   // `gil_trace_stop` or `gil_trace_name_thread` without a running trace.
   GIL_ERR_NOT_TRACING = 11,
+  // A call on the lock from inside one of its own callbacks (an event
+  // hook, the drop-request callback, an abort callback) that would wait
+  // for the calling thread itself: acquiring, releasing, installing or
+  // removing a hook, starting, naming in or stopping a trace, freeing.
+  // Nothing changed.
+  GIL_ERR_REENTRANT = 12,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -264,8 +271,10 @@ gil_result_t gil_new(const gil_config_t *config,
                      gil_t **gil_out);
 
 // Destroys a lock. NULL is a no-op (`GIL_OK`). A lock that is held or
-// awaited is not freed: `GIL_ERR_BUSY`. No thread may be inside (or enter)
-// another call on the lock while it is freed.
+// awaited is not freed: `GIL_ERR_BUSY`. A lock only reserved by a lazy
+// release (`gil_is_reserved`) is not held: it is freed. No thread may be
+// inside (or enter) another call on the lock while it is freed, nor call
+// from inside one of its callbacks (`GIL_ERR_REENTRANT`).
 //
 // # Safety
 // `gil` is NULL or a pointer from `gil_new` not yet freed.
@@ -375,12 +384,26 @@ gil_result_t gil_get_holder(const gil_t *gil,
 gil_result_t gil_get_last_holder(const gil_t *gil,
                                  void **holder_out);
 
-// `*locked_out` = whether some token holds the lock. Racy snapshot; any thread.
+// `*locked_out` = whether some token holds the lock. A lock released
+// with `GIL_RELEASE_VOLUNTARY` under lazy release is not held, only
+// reserved (`gil_is_reserved`). Racy snapshot; any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `locked_out` is NULL or writable.
 gil_result_t gil_is_locked(const gil_t *gil,
                            bool *locked_out);
+
+// `*reserved_out` = whether the lock is reserved for a thread that
+// released it lazily (`GIL_RELEASE_VOLUNTARY` with `lazy_release_us` set)
+// and is in its blocking call: that thread takes it back without waiting
+// if it returns within the threshold; after that a waiter takes it over.
+// Nobody holds a reserved lock: `gil_free` ends a reservation nobody
+// waits for and frees the lock. Racy snapshot; any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `reserved_out` is NULL or writable.
+gil_result_t gil_is_reserved(const gil_t *gil,
+                             bool *reserved_out);
 
 // `*switch_number_out` = how many times the lock changed hands (CPython's
 // `switch_number`). Racy snapshot; any thread.

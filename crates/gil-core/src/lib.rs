@@ -79,7 +79,7 @@
 //! | CPython                                         | here                                                                 |
 //! |-------------------------------------------------|----------------------------------------------------------------------|
 //! | `struct _gil_runtime_state`                     | [`Gil`], one per interpreter that owns a GIL                        |
-//! | `gil->locked`                                   | the `LOCKED` bit of the lock word ([`Gil::is_locked`])              |
+//! | `gil->locked`                                   | [`Gil::is_locked`]: held by a running thread (a lazily released lock is [`Gil::is_reserved`], not held) |
 //! | `gil->last_holder`                              | [`Gil::last_holder`]; plus [`Gil::holder`], the holder right now    |
 //! | `gil->switch_number`                            | [`Gil::switch_number`], bumped when a different token takes it      |
 //! | `gil->interval`                                 | [`Gil::switch_interval_us`], 0 behaving as 1 µs                      |
@@ -101,7 +101,8 @@
 //! |----------------------------------------------|-----------------------------------------|
 //! | release by a token that does not hold it     | [`GilError::NotHolder`], nothing changes |
 //! | acquire by the token that holds it           | [`GilError::AlreadyHeld`] (no deadlock) |
-//! | `close` while held                           | [`GilError::Busy`], the lock handed back |
+//! | `close` while held or awaited                | [`GilError::Busy`], the lock handed back (a lazy reservation alone is ended, [`Gil::settle`]) |
+//! | a call on the lock from inside its own hook, drop-request callback or abort check | [`GilError::Reentrant`] (no deadlock) |
 //! | acquire after the token's final release      | allowed: treated as a new thread (hosts reuse thread-state addresses) |
 //! | switch interval above [`MAX_SWITCH_INTERVAL_US`] | [`GilError::InvalidSwitchInterval`] |
 //!

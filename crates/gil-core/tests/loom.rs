@@ -345,6 +345,55 @@ fn abort_releases_a_forced_releaser() {
 }
 
 #[test]
+fn settling_a_reservation_races_safely_with_reclaim_and_a_waiter() {
+    // T releases lazily; `settle` (what `close` and `gil_free` do) ends the
+    // reservation while T comes back and W arrives: whoever wins, both get
+    // the lock in turn, never together, and the lock ends idle.
+    let settled = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = settled.clone();
+    loom::model(move || {
+        let gil = Arc::new(Gil::new(GilConfig::new().lazy_release_us(Some(50))).unwrap());
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let (t, w) = (tok(1), tok(2));
+        gil.acquire(t).unwrap();
+        gil.release(t, ReleaseReason::Voluntary).unwrap();
+        let settler = {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                let before = gil.is_reserved();
+                let idle = gil.settle();
+                before && idle && !gil.is_reserved()
+            })
+        };
+        let waiter = {
+            let (gil, data) = (gil.clone(), data.clone());
+            thread::spawn(move || {
+                gil.acquire(w).unwrap();
+                // SAFETY: only touched while holding the GIL, which loom checks.
+                data.with_mut(|v| unsafe { *v += 1 });
+                gil.release(w, ReleaseReason::Final).unwrap();
+            })
+        };
+        gil.acquire(t).unwrap();
+        // SAFETY: as above.
+        data.with_mut(|v| unsafe { *v += 1 });
+        gil.release(t, ReleaseReason::Final).unwrap();
+        if settler.join().unwrap() {
+            seen.fetch_add(1, SeqCst);
+        }
+        waiter.join().unwrap();
+        // SAFETY: all threads joined.
+        assert_eq!(data.with(|v| unsafe { *v }), 2);
+        assert!(gil.is_idle());
+        assert!(gil.settle(), "nothing left to settle");
+    });
+    assert!(
+        settled.load(SeqCst) > 0,
+        "no execution settled the reservation before the others came"
+    );
+}
+
+#[test]
 fn lazy_takeover_vs_reclaim_exactly_one_wins() {
     // T releases lazily (a "system call"), W wants the lock, the clock may
     // tick (the call outlasting the threshold), T comes back: T's reclaim

@@ -18,6 +18,7 @@ enum Op {
     HandleDropRequest(usize),
     SetInterval(u64),
     ReinitAfterFork(usize),
+    Settle,
 }
 
 fn reason() -> impl Strategy<Value = ReleaseReason> {
@@ -38,6 +39,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => prop_oneof![0u64..=10_000, Just(MAX_SWITCH_INTERVAL_US), MAX_SWITCH_INTERVAL_US + 1..=u64::MAX]
             .prop_map(Op::SetInterval),
         1 => token.prop_map(Op::ReinitAfterFork),
+        1 => Just(Op::Settle),
     ]
 }
 
@@ -74,9 +76,10 @@ fn tok(t: usize) -> Token {
 
 fn check(gil: &Gil, model: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(gil.holder(), model.holder.map(tok));
-    let reserved = model.holder.is_some() || model.syscall.is_some();
-    prop_assert_eq!(gil.is_locked(), reserved);
-    prop_assert_eq!(gil.is_idle(), !reserved);
+    // A lazily released lock is reserved, not held, and can be freed.
+    prop_assert_eq!(gil.is_locked(), model.holder.is_some());
+    prop_assert_eq!(gil.is_reserved(), model.syscall.is_some());
+    prop_assert_eq!(gil.is_idle(), model.holder.is_none());
     prop_assert_eq!(gil.last_holder(), model.last_holder.map(tok));
     prop_assert_eq!(gil.switch_number(), model.switches);
     let c = gil.counters();
@@ -184,6 +187,12 @@ fn run_config(config: GilConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 } else {
                     prop_assert_eq!(gil.set_switch_interval_us(us), Err(GilError::InvalidSwitchInterval(us)));
                 }
+            }
+            Op::Settle => {
+                // Ends a reservation; the token then takes the lock back
+                // the ordinary way, as the same holder (no switch).
+                prop_assert_eq!(gil.settle(), m.holder.is_none());
+                m.syscall = None;
             }
             Op::ReinitAfterFork(t) => {
                 gil.reinit_after_fork(tok(t));

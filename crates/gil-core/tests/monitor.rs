@@ -135,7 +135,7 @@ fn the_monitor_takes_over_a_system_call_that_outlasts_the_threshold() {
     let io = tok(1);
     gil.acquire(io).unwrap();
     gil.release(io, ReleaseReason::Voluntary).unwrap(); // lazily: "in a system call"
-    assert!(gil.is_locked());
+    assert!(gil.is_reserved() && !gil.is_locked());
     // Another thread wants the lock while the call lasts (it never ends by
     // itself: only a takeover lets the waiter in).
     let waiter = {

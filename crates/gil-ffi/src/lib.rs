@@ -51,7 +51,8 @@ pub enum gil_result_t {
     /// A `gil_config_t` with a bad `struct_size`, policy or switch interval,
     /// or a switch interval out of range in `gil_set_switch_interval`.
     GIL_ERR_INVALID_CONFIG = 4,
-    /// `gil_free` of a lock that is held or awaited; nothing was freed.
+    /// `gil_free` of a lock that is held or awaited (not merely reserved by
+    /// a lazy release); nothing was freed.
     GIL_ERR_BUSY = 5,
     /// A bug inside the library (a Rust panic), caught at the boundary.
     GIL_ERR_PANIC = 6,
@@ -506,8 +507,10 @@ pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut
 }
 
 /// Destroys a lock. NULL is a no-op (`GIL_OK`). A lock that is held or
-/// awaited is not freed: `GIL_ERR_BUSY`. No thread may be inside (or enter)
-/// another call on the lock while it is freed.
+/// awaited is not freed: `GIL_ERR_BUSY`. A lock only reserved by a lazy
+/// release (`gil_is_reserved`) is not held: it is freed. No thread may be
+/// inside (or enter) another call on the lock while it is freed, nor call
+/// from inside one of its callbacks (`GIL_ERR_REENTRANT`).
 ///
 /// # Safety
 /// `gil` is NULL or a pointer from `gil_new` not yet freed.
@@ -522,7 +525,7 @@ pub unsafe extern "C" fn gil_free(gil: *mut gil_t) -> gil_result_t {
         if lock.in_callback() {
             return Err(GIL_ERR_REENTRANT);
         }
-        if !lock.is_idle() {
+        if !lock.settle() {
             return Err(GIL_ERR_BUSY);
         }
         // SAFETY: from `Box::into_raw` in gil_new; the caller gives it up.
@@ -752,7 +755,9 @@ pub unsafe extern "C" fn gil_get_last_holder(gil: *const gil_t, holder_out: *mut
     })
 }
 
-/// `*locked_out` = whether some token holds the lock. Racy snapshot; any thread.
+/// `*locked_out` = whether some token holds the lock. A lock released
+/// with `GIL_RELEASE_VOLUNTARY` under lazy release is not held, only
+/// reserved (`gil_is_reserved`). Racy snapshot; any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `locked_out` is NULL or writable.
@@ -763,6 +768,25 @@ pub unsafe extern "C" fn gil_is_locked(gil: *const gil_t, locked_out: *mut bool)
         let gil = unsafe { lock_ref(gil) }?;
         // SAFETY: forwarded from this function's contract.
         unsafe { write_out(locked_out, gil.is_locked()) }
+    })
+}
+
+/// `*reserved_out` = whether the lock is reserved for a thread that
+/// released it lazily (`GIL_RELEASE_VOLUNTARY` with `lazy_release_us` set)
+/// and is in its blocking call: that thread takes it back without waiting
+/// if it returns within the threshold; after that a waiter takes it over.
+/// Nobody holds a reserved lock: `gil_free` ends a reservation nobody
+/// waits for and frees the lock. Racy snapshot; any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `reserved_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_is_reserved(gil: *const gil_t, reserved_out: *mut bool) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(reserved_out, gil.is_reserved()) }
     })
 }
 

@@ -558,9 +558,24 @@ impl Gil {
         self.inner.lazy_release.map(|d| d.as_micros() as u64)
     }
 
-    /// Whether some token holds the lock, a lazily released one included
-    /// (racy by nature; for observers).
+    /// Whether some token holds the lock (racy by nature; for observers). A
+    /// lazily released lock does not count: its thread released it, and the
+    /// lock is only reserved for it ([`is_reserved`](Self::is_reserved)).
     pub fn is_locked(&self) -> bool {
+        self.inner.hot.state.load(Relaxed) & (LOCKED | SYSCALL) == LOCKED
+    }
+
+    /// Whether the lock is reserved for a thread that released it lazily
+    /// and is in a system call: that thread takes it back without waiting
+    /// if it returns within the threshold, a waiter takes it over after.
+    /// [`settle`](Self::settle) ends a reservation nobody waits for (racy by
+    /// nature; for observers).
+    pub fn is_reserved(&self) -> bool {
+        self.inner.hot.state.load(Relaxed) & SYSCALL != 0
+    }
+
+    /// The lock word's LOCKED bit: held, or reserved by a lazy release.
+    fn word_locked(&self) -> bool {
         self.inner.hot.state.load(Relaxed) & LOCKED != 0
     }
 
@@ -724,15 +739,39 @@ impl Gil {
         self.inner.hot.state.store(LOCKED | instr, Release);
     }
 
-    /// Whether the lock is neither held (lazily included) nor awaited, i.e.
-    /// could be freed.
+    /// Whether nobody holds the lock and nobody waits for it, i.e. it could
+    /// be freed. A lazily released lock nobody waits for counts as idle: its
+    /// thread has released it ([`settle`](Self::settle) ends the reservation).
     pub fn is_idle(&self) -> bool {
-        self.inner.hot.state.load(Acquire) & (LOCKED | WAITERS) == 0
+        let s = self.inner.hot.state.load(Acquire);
+        s & WAITERS == 0 && s & (LOCKED | SYSCALL) != LOCKED
     }
 
-    /// Destroys the lock, refusing if it is held: returns it with
-    /// [`GilError::Busy`] so nothing is lost. (A plain `drop` is always
-    /// allowed; nobody can be waiting on a lock that can be dropped.)
+    /// Ends the reservation of a lazily released lock that nobody waits
+    /// for, so that it is plainly free (the thread in the call takes it the
+    /// ordinary way when it comes back), and says whether the lock is now
+    /// idle: neither held nor awaited.
+    pub fn settle(&self) -> bool {
+        let hot = &*self.inner.hot;
+        let mut s = hot.state.load(Acquire);
+        while s & (WAITERS | SYSCALL) == SYSCALL {
+            // AcqRel: as a takeover, it continues the lazy release's
+            // release sequence for whoever takes the lock next.
+            match hot
+                .state
+                .compare_exchange_weak(s, s & !(LOCKED | SYSCALL), AcqRel, Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        s & (LOCKED | WAITERS) == 0
+    }
+
+    /// Destroys the lock, refusing if it is held or awaited: returns it with
+    /// [`GilError::Busy`] so nothing is lost. A lazily released lock nobody
+    /// waits for is not held ([`settle`](Self::settle)). (A plain `drop` is
+    /// always allowed; nobody can be waiting on a lock that can be dropped.)
     ///
     /// # Errors
     /// `(self, GilError::Busy)` if some token holds the lock.
@@ -741,7 +780,7 @@ impl Gil {
         reason = "handing the lock back whole is the point; the error path is rare"
     )]
     pub fn close(self) -> Result<(), (Gil, GilError)> {
-        if self.is_idle() {
+        if self.settle() {
             Ok(())
         } else {
             Err((self, GilError::Busy))
@@ -1377,7 +1416,7 @@ impl Gil {
             if room.switch_waiters > 0 {
                 slow.switch_cond.notify_all();
             }
-        } else if !self.is_locked() || starving {
+        } else if !self.word_locked() || starving {
             // We may have consumed the wake-up meant for taking the lock, or
             // held back the others while starving.
             self.wake_next(slow, room);

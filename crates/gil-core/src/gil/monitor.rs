@@ -264,7 +264,7 @@ impl Gil {
             if room.switch_waiters > 0 {
                 slow.switch_cond.notify_all();
             }
-        } else if !self.is_locked() {
+        } else if !self.word_locked() {
             self.wake_designee(room);
         }
     }

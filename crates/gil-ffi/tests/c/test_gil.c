@@ -435,27 +435,48 @@ static void test_presets_and_policies(void) {
     CHECK(lazy == config.lazy_release_us);
     CHECK(strcmp(gil_policy_name(GIL_POLICY_PRIORITY), "priority") == 0);
 
-    /* A lazy voluntary release keeps the lock reserved, and taking it back
-       is a reclaim: no switch. */
+    /* A lazy voluntary release leaves the lock reserved, not held, and
+       taking it back is a reclaim: no switch. */
     int me;
-    bool locked = false;
+    bool locked = true, reserved = false;
     void *holder = &me;
     CHECK_RESULT(gil_acquire(gil, &me), GIL_OK);
+    CHECK_RESULT(gil_is_reserved(gil, &reserved), GIL_OK);
+    CHECK(!reserved);
     CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_VOLUNTARY), GIL_OK);
     CHECK_RESULT(gil_is_locked(gil, &locked), GIL_OK);
-    CHECK(locked);
+    CHECK(!locked);
+    CHECK_RESULT(gil_is_reserved(gil, &reserved), GIL_OK);
+    CHECK(reserved);
+    CHECK_RESULT(gil_is_reserved(gil, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_is_reserved(NULL, &reserved), GIL_ERR_NULL_ARGUMENT);
     CHECK_RESULT(gil_get_holder(gil, &holder), GIL_OK);
     CHECK(holder == NULL);
     CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_VOLUNTARY), GIL_ERR_NOT_HOLDER);
-    CHECK_RESULT(gil_free(gil), GIL_ERR_BUSY); /* reserved for the call */
     CHECK_RESULT(gil_acquire(gil, &me), GIL_OK);
     gil_counters_t c;
     memset(&c, 0, sizeof c);
     c.struct_size = sizeof c;
     CHECK_RESULT(gil_get_counters(gil, &c), GIL_OK);
     CHECK(c.lazy_releases == 1 && c.acquisitions == 2 && c.switches == 1 && c.lazy_takeovers == 0);
-    CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_FINAL), GIL_OK);
+    CHECK_RESULT(gil_free(gil), GIL_ERR_BUSY); /* held */
+    /* Released lazily and never taken back: nobody holds it, so it can be
+       freed (the reservation ends). */
+    CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_VOLUNTARY), GIL_OK);
     CHECK_RESULT(gil_free(gil), GIL_OK);
+    /* The same under every lazy preset. */
+    static const char *const lazy_presets[] = {"lazy", "priority-lazy", "priority-lazy-monitor"};
+    for (size_t i = 0; i < sizeof lazy_presets / sizeof lazy_presets[0]; i++) {
+        gil_config_t lc;
+        gil_t *lg = NULL;
+        CHECK_RESULT(gil_config_preset(lazy_presets[i], &lc), GIL_OK);
+        CHECK_RESULT(gil_new(&lc, &lg), GIL_OK);
+        CHECK_RESULT(gil_acquire(lg, &me), GIL_OK);
+        CHECK_RESULT(gil_release(lg, &me, GIL_RELEASE_VOLUNTARY), GIL_OK);
+        CHECK_RESULT(gil_is_reserved(lg, &reserved), GIL_OK);
+        CHECK(reserved);
+        CHECK_RESULT(gil_free(lg), GIL_OK);
+    }
 
     /* An older, shorter config has no lazy_release_us: off. */
     CHECK_RESULT(gil_config_init(&config), GIL_OK);

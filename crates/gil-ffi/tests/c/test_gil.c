@@ -10,6 +10,8 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -804,6 +806,232 @@ static void test_fork_in_threaded_process(void) {
     CHECK_RESULT(gil_free(gil), GIL_OK);
 }
 
+/* ---- calls from inside the lock's own callbacks ---------------------------- */
+
+/* What a callback's calls on its own lock returned; -1: not called. */
+enum { REENTRY_CALLS = 8 };
+
+struct reentry {
+    gil_t *gil;
+    struct host_thread *holder;
+    atomic_int calls;     /* callbacks that ran the calls */
+    int got[REENTRY_CALLS];
+    char trace_path[64];
+};
+
+static void call_own_lock(struct reentry *r, void *holder) {
+    int other;
+    bool took = false;
+    int *g = r->got;
+    g[0] = gil_acquire(r->gil, &other);
+    g[1] = gil_try_acquire(r->gil, &other, &took);
+    g[2] = gil_release(r->gil, holder, GIL_RELEASE_VOLUNTARY);
+    g[3] = gil_release(r->gil, holder, GIL_RELEASE_FORCED);
+    g[4] = gil_set_event_hook(r->gil, NULL, NULL);
+    g[5] = gil_trace_start(r->gil, r->trace_path, NULL, 0);
+    g[6] = gil_trace_stop(r->gil, NULL);
+    g[7] = gil_free(r->gil);
+}
+
+static void reentry_hook(void *user_data, const gil_event_t *event) {
+    struct reentry *r = user_data;
+    if (event->kind == GIL_EVENT_WAIT_START && atomic_load(&r->calls) == 0) {
+        call_own_lock(r, r->holder);
+        atomic_fetch_add(&r->calls, 1);
+    }
+}
+
+static void reentry_drop_cb(void *user_data, void *holder) {
+    struct reentry *r = user_data;
+    if (atomic_load(&r->calls) == 0) {
+        call_own_lock(r, holder);
+        atomic_fetch_add(&r->calls, 1);
+    }
+}
+
+static void check_all_reentrant(const char *preset, const char *where, struct reentry *r) {
+    CHECK(atomic_load(&r->calls) == 1);
+    for (int i = 0; i < REENTRY_CALLS; i++) {
+        if (r->got[i] != GIL_ERR_REENTRANT) {
+            fprintf(stderr, "  %s, %s: call %d gave %d (%s)\n", preset, where, i, r->got[i],
+                    gil_result_str((uint32_t)r->got[i]));
+            checks_failed_in_test++;
+        }
+    }
+}
+
+static void test_reentrant_calls(void) {
+    for (size_t p = 0; gil_preset_name(p) != NULL; p++) {
+        const char *preset = gil_preset_name(p);
+        for (int via_hook = 0; via_hook < 2; via_hook++) {
+            static struct reentry r;
+            struct host_thread holder, waiter_t;
+            memset(&r, 0, sizeof r);
+            memset(&holder, 0, sizeof holder);
+            memset(&waiter_t, 0, sizeof waiter_t);
+            snprintf(r.trace_path, sizeof r.trace_path, "/tmp/gil-reentry-%d.json", (int)getpid());
+            gil_config_t config;
+            CHECK_RESULT(gil_config_preset(preset, &config), GIL_OK);
+            config.switch_interval_us = 1000;
+            if (!via_hook) {
+                config.on_drop_request = reentry_drop_cb;
+                config.user_data = &r;
+            }
+            CHECK_RESULT(gil_new(&config, &r.gil), GIL_OK);
+            r.holder = &holder;
+            if (via_hook) CHECK_RESULT(gil_set_event_hook(r.gil, reentry_hook, &r), GIL_OK);
+            CHECK_RESULT(gil_acquire(r.gil, &holder), GIL_OK);
+            struct waiter_arg w = {r.gil, &waiter_t, 0};
+            pthread_t th;
+            CHECK(pthread_create(&th, NULL, fork_waiter, &w) == 0);
+            /* The holder runs until the callback has made its calls: from the
+               waiter's hook at once, from the drop-request callback after an
+               interval. It polls the flag alone meanwhile (the callback's
+               release uses its token). */
+            while (atomic_load(&r.calls) == 0) sched_yield();
+            void *h = NULL;
+            CHECK_RESULT(gil_get_holder(r.gil, &h), GIL_OK);
+            CHECK(h == &holder); /* the callback's releases changed nothing */
+            CHECK_RESULT(gil_release(r.gil, &holder, GIL_RELEASE_FINAL), GIL_OK);
+            pthread_join(th, NULL);
+            CHECK(atomic_load(&w.done));
+            check_all_reentrant(preset, via_hook ? "event hook" : "drop-request callback", &r);
+            if (via_hook) CHECK_RESULT(gil_set_event_hook(r.gil, NULL, NULL), GIL_OK);
+            CHECK_RESULT(gil_free(r.gil), GIL_OK);
+            unlink(r.trace_path);
+        }
+    }
+    CHECK(strcmp(gil_result_str(GIL_ERR_REENTRANT), "called from inside one of the lock's own callbacks") == 0);
+}
+
+/* ---- processes whose last thread exits: the monitor never keeps them -------- */
+
+/* Waits up to 60 s for `pid` to end; kills it and fails if it does not. */
+static void expect_exit(pid_t pid, const char *what) {
+    int status = 0;
+    for (int i = 0; i < 6000; i++) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) {
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                fprintf(stderr, "  %s: child status %d\n", what, status);
+                checks_failed_in_test++;
+            }
+            return;
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "  %s: the child process did not end within 60 s\n", what);
+    checks_failed_in_test++;
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+}
+
+/* LeakSanitizer's hook: no leak check in a child that ends with
+   pthread_exit. Its parent's threads vanished in the fork, and what only
+   their stacks pointed to would be reported; valgrind still checks it. */
+static volatile int lsan_off;
+int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void) { return lsan_off; }
+
+struct contender {
+    gil_t *gil;
+    atomic_int *stop;
+};
+
+/* Holds the lock and answers drop requests until told to stop. */
+static void *contend_worker(void *arg) {
+    struct contender *c = arg;
+    if (gil_acquire(c->gil, c) != GIL_OK) abort();
+    while (!atomic_load(c->stop)) {
+        bool handled = false;
+        if (gil_handle_drop_request(c->gil, c, &handled) != GIL_OK) abort();
+    }
+    if (gil_release(c->gil, c, GIL_RELEASE_FINAL) != GIL_OK) abort();
+    return NULL;
+}
+
+struct forker {
+    gil_t *gil;
+    struct host_thread self;
+    atomic_int *stop;
+};
+
+/* A non-holder thread that forks while the others contend. In the child it
+   is the only thread: it takes the lock over, contends with two new threads
+   (the child's first waits start a monitor there), frees the lock and ends
+   with pthread_exit, so the child process ends only when every thread has:
+   a monitor thread left sleeping would keep it forever. */
+static void *fork_from_bystander(void *arg) {
+    struct forker *f = arg;
+    usleep(20000); /* let the others contend, so the parent's monitor runs */
+    pid_t pid = fork();
+    if (pid == 0) {
+        lsan_off = 1;
+        int ok = gil_reinit_after_fork(f->gil, &f->self) == GIL_OK;
+        struct spinner sp[2] = {{f->gil, 3, 0}, {f->gil, 3, 0}};
+        pthread_t th[2];
+        ok = ok && gil_release(f->gil, &f->self, GIL_RELEASE_FINAL) == GIL_OK;
+        for (int i = 0; ok && i < 2; i++) ok = pthread_create(&th[i], NULL, spin_worker, &sp[i]) == 0;
+        for (int i = 0; ok && i < 2; i++) pthread_join(th[i], NULL);
+        ok = ok && gil_free(f->gil) == GIL_OK;
+        if (!ok) _exit(1);
+        pthread_exit(NULL);
+    }
+    atomic_store(f->stop, 1);
+    return (void *)(intptr_t)pid;
+}
+
+static void test_fork_children_end(void) {
+    static const char *const presets[] = {"monitor", "priority-monitor", "priority-lazy-monitor", "priority"};
+    for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
+        gil_config_t config;
+        gil_t *gil = NULL;
+        CHECK_RESULT(gil_config_preset(presets[p], &config), GIL_OK);
+        config.switch_interval_us = 1000;
+        CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+        atomic_int stop = 0;
+        struct contender cs[3];
+        pthread_t th[3], fth;
+        struct forker f = {gil, {0, 0}, &stop};
+        fflush(NULL);
+        for (int i = 0; i < 3; i++) {
+            cs[i].gil = gil;
+            cs[i].stop = &stop;
+            CHECK(pthread_create(&th[i], NULL, contend_worker, &cs[i]) == 0);
+        }
+        CHECK(pthread_create(&fth, NULL, fork_from_bystander, &f) == 0);
+        void *ret = NULL;
+        pthread_join(fth, &ret);
+        pid_t pid = (pid_t)(intptr_t)ret;
+        for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+        CHECK(pid > 0);
+        if (pid > 0) expect_exit(pid, presets[p]);
+        CHECK_RESULT(gil_free(gil), GIL_OK);
+    }
+
+    /* The same rule in a process that never forked while contending: a
+       main thread that ends with pthread_exit after contention ends the
+       process once the idle monitor has gone. */
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        lsan_off = 1;
+        gil_config_t config;
+        gil_t *gil = NULL;
+        if (gil_config_preset("priority-monitor", &config) != GIL_OK) _exit(1);
+        config.switch_interval_us = 1000;
+        if (gil_new(&config, &gil) != GIL_OK) _exit(1);
+        struct spinner sp[2] = {{gil, 3, 0}, {gil, 3, 0}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, spin_worker, &sp[i]);
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        if (gil_monitor_wakeups() == 0 || gil_free(gil) != GIL_OK) _exit(1);
+        pthread_exit(NULL);
+    }
+    if (pid > 0) expect_exit(pid, "main thread ending with pthread_exit");
+}
+
 /* ---- driver ------------------------------------------------------------- */
 
 struct test {
@@ -822,6 +1050,8 @@ int main(void) {
         {"monitor_events_histograms", test_monitor_events_histograms},
         {"traces", test_traces},
         {"fork_in_threaded_process", test_fork_in_threaded_process},
+        {"reentrant_calls", test_reentrant_calls},
+        {"fork_children_end", test_fork_children_end},
     };
     int passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -96,8 +96,10 @@ typedef uint32_t gil_policy_t;
 // Called as `callback(user_data, holder)` when a waiter asks `holder` to
 // drop the lock. It runs on the waiting thread, under the lock's internal
 // mutex, while `holder` still holds the lock, so it may touch the holder's
-// per-thread state. It must be short, must not block, and must not call any
-// function on the same lock. It may be called from any thread.
+// per-thread state. It must be short and must not block. Calls on the same
+// lock from inside it that would wait (acquire, release, hooks, traces,
+// free) return `GIL_ERR_REENTRANT` instead of deadlocking. It may be called
+// from any thread.
 typedef void (*gil_drop_request_cb)(void *user_data,
                                     void *holder);
 
@@ -184,8 +186,8 @@ typedef struct {
 
 // Called as `callback(user_data, event)` for each event of a lock, on the
 // thread it happens on, sometimes under the lock's internal mutex: it must
-// be short, must not block and must not call any function on the same
-// lock. It may be called from any thread.
+// be short and must not block. Calls on the same lock from inside it that
+// would wait return `GIL_ERR_REENTRANT`. It may be called from any thread.
 typedef void (*gil_event_cb)(void *user_data,
                              const gil_event_t *event);
 
@@ -497,8 +499,8 @@ uint64_t gil_now_ns(void);
 // replacing any hook; a NULL callback removes it. Returns once no thread is
 // still inside the hook it replaced, so the caller may free that hook's
 // user data. `GIL_ERR_BUSY` while a trace is running (`gil_trace_start`),
-// which uses the same hook. Must not be called from inside a hook. Any
-// thread.
+// which uses the same hook. `GIL_ERR_REENTRANT` from inside one of the
+// lock's callbacks (it would wait for itself). Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `callback`, if not NULL, follows
@@ -548,8 +550,8 @@ gil_result_t gil_get_histograms(const gil_t *gil,
 // At most `max_events` events are kept (0: about a million); a trace that
 // fills up ends at the first event that did not fit. `GIL_ERR_BUSY` if a
 // trace is already running or a C hook is installed (`gil_set_event_hook`):
-// a trace uses the lock's event hook. Must not be called from inside a
-// hook. Any thread.
+// a trace uses the lock's event hook. `GIL_ERR_REENTRANT` from inside one
+// of the lock's callbacks. Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `path` is NULL or a NUL-terminated string;
@@ -562,8 +564,8 @@ gil_result_t gil_trace_start(gil_t *gil,
 // Names `token`'s row in the running trace's picture (default: `thread N
 // (0x...)`); bytes that are not UTF-8 show as replacement characters. If
 // the token made its final release and came back, the name goes to the
-// life it is in now. `GIL_ERR_NOT_TRACING` without a running trace. Must not
-// be called from inside a hook. Any thread.
+// life it is in now. `GIL_ERR_NOT_TRACING` without a running trace;
+// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
@@ -574,8 +576,8 @@ gil_result_t gil_trace_name_thread(gil_t *gil,
 // Stops the running trace and writes it to the file given to
 // `gil_trace_start`. `*events_out` (if `events_out` is not NULL) = the
 // number of events written. `GIL_ERR_NOT_TRACING` without a running trace;
-// `GIL_ERR_IO` if writing failed (the trace is stopped either way). Must
-// not be called from inside a hook. Any thread.
+// `GIL_ERR_IO` if writing failed (the trace is stopped either way);
+// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `events_out` is NULL or writable.

@@ -19,7 +19,8 @@ pub const MAX_SWITCH_INTERVAL_US: u64 = 3_600_000_000;
 /// It runs on the *waiting* thread, under the lock's internal mutex, while
 /// the token it is given still holds the lock — so the host may touch the
 /// holder's per-thread state (CPython sets a bit in its eval breaker). It
-/// must be short and must not call into the same lock (that deadlocks).
+/// must be short; calls on the same lock from inside it that would wait
+/// return [`GilError::Reentrant`] instead of deadlocking.
 pub type DropRequestCallback = Arc<dyn Fn(Token) + Send + Sync + 'static>;
 
 /// The scheduling policy: who gets the lock next, and when a holder is asked

@@ -8,8 +8,9 @@
 //!
 //! Hooks run on the thread the event happens on, some of them under the
 //! lock's internal mutex (a waiter's [`EventKind::WaitStart`], a
-//! [`EventKind::DropRequested`]), so a hook must be short, must not block
-//! and must not call into the same lock.
+//! [`EventKind::DropRequested`]), so a hook must be short and must not
+//! block. Calls on the same lock from inside a hook that would wait for it
+//! return [`GilError::Reentrant`](crate::GilError::Reentrant).
 
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, OnceLock};
@@ -137,7 +138,8 @@ impl HookSlot {
     }
 
     /// Installs `hook` (or none) and returns once no thread runs the old one.
-    /// Must not be called from inside a hook (it would wait for itself).
+    /// Never called from inside a hook (`Gil::set_event_hook` refuses:
+    /// it would wait for itself).
     pub(crate) fn set(&self, hook: Option<EventHook>) {
         let new = hook.map_or(std::ptr::null_mut(), |h| Box::into_raw(Box::new(h)));
         let old = self.hook.swap(new, SeqCst);

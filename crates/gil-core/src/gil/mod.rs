@@ -363,8 +363,9 @@ impl Gil {
     /// lock. CPython uses this for threads that must exit during
     /// finalization.
     ///
-    /// `should_abort` runs under the lock's internal mutex: it must be short
-    /// and must not call into this lock.
+    /// `should_abort` runs under the lock's internal mutex: it must be short;
+    /// calls on this lock from inside it that would wait return
+    /// [`GilError::Reentrant`].
     pub fn acquire_or_abort(&self, token: Token, should_abort: &mut dyn FnMut() -> bool) -> Result<(), GilError> {
         self.check_not_holder(token)?;
         if self.try_fast(token) {

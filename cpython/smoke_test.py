@@ -1,14 +1,20 @@
 """Smoke test of an interpreter built --with-rust-gil. Run it with that
-interpreter:  $RUSTGIL_PYTHON cpython/smoke_test.py [EXPECTED_POLICY]
+interpreter, under a policy:
+
+    PYTHONRUSTGIL=P RUSTGIL_EXPECTED_POLICY=P $RUSTGIL_PYTHON cpython/smoke_test.py
+
+(both unset: the default policy).
 
 Checks that the GIL really is the library's, wired the way the shim says:
 _rustgil reports it, its counters move when threads contend, drop requests
 reach the holder, the switch interval goes through, PYTHONRUSTGIL selects
 the policy and its options (anything unknown is a start-up error), stats
-and histograms move, traces are written as Chrome JSON and SVG, the monitor thread (under the monitor presets) works
-and sleeps when idle, a sub-interpreter with its
-own GIL gets its own lock, and the _Py_DebugOffsets view of _gil.locked and
-_gil.last_holder is what debuggers need.
+and histograms move, traces are written as Chrome JSON and SVG, the monitor
+thread (under the monitor presets) works and sleeps when idle, a
+sub-interpreter with its own GIL gets its own lock, a fork child has a
+working lock and, forked from a non-main thread while others spin, exits
+(cpython/fork_from_thread.py), and the _Py_DebugOffsets view of
+_gil.locked and _gil.last_holder is what debuggers need.
 """
 
 import ctypes
@@ -280,6 +286,43 @@ class RustGilSmoke(unittest.TestCase):
                 os._exit(0 if ok else 1)
         _, status = os.waitpid(pid, 0)
         self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+
+    def run_fork_from_thread(self, mode, runs):
+        """cpython/fork_from_thread.py in a session of its own: a hang of the
+        script or of a child it forked fails the test, never blocks it, and
+        nothing it forked outlives it."""
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fork_from_thread.py")
+        p = subprocess.Popen([sys.executable, script, mode, str(runs), "10"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            out = "(timed out after 120 s)"
+        finally:
+            try:
+                os.killpg(p.pid, 9)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("every child exited", out)
+
+    def test_fork_from_a_thread_child_ends_when_that_thread_returns(self):
+        # The forking thread is the child's only thread: when it returns, the
+        # child must end. A library thread left in the child (a monitor)
+        # would keep it alive forever with a zombie leader.
+        self.run_fork_from_thread("return", 2)
+
+    def test_fork_from_a_thread_child_with_threads_ends_when_that_thread_returns(self):
+        # The same, but the child contends for its GIL first (a thread of
+        # its own, joined before the return).
+        self.run_fork_from_thread("threads-return", 2)
+
+    def test_fork_from_a_thread_child_exits(self):
+        # The same, with os._exit(0) in the child, repeated: the child must
+        # never hang between fork() and its exit.
+        self.run_fork_from_thread("exit", 25)
+        self.run_fork_from_thread("threads-exit", 10)
 
     def test_debug_offsets_show_the_holder(self):
         # Read _gil.locked and _gil.last_holder the way out-of-process

@@ -8,10 +8,11 @@ interpreter, under a policy:
 Checks that the GIL really is the library's, wired the way the shim says:
 _rustgil reports it, its counters move when threads contend, drop requests
 reach the holder, the switch interval goes through, PYTHONRUSTGIL selects
-the policy and its options (anything unknown is a start-up error), stats
-and histograms move, traces are written as Chrome JSON and SVG, the monitor
-thread (under the monitor presets) works and sleeps when idle, a
-sub-interpreter with its own GIL gets its own lock, a fork child has a
+the policy and its options (anything malformed is a start-up error with
+exit status 1, the value echoed escaped), stats and histograms move, traces
+are written as Chrome JSON and SVG, the monitor thread (under the monitor
+presets) works and sleeps when idle, a sub-interpreter with its own GIL
+gets its own lock (with the policy read at start-up), a fork child has a
 working lock and, forked from a non-main thread while others spin, exits
 (cpython/fork_from_thread.py), and the _Py_DebugOffsets view of
 _gil.locked and _gil.last_holder is what debuggers need.
@@ -223,32 +224,93 @@ class RustGilSmoke(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stdout.strip(), name)
 
+    def assertStartupError(self, value, message):
+        """PYTHONRUSTGIL=value stops start-up as a bad PYTHONMALLOC does:
+        the message on stderr, exit status 1 (no abort, no core file)."""
+        r = self.run_python("print('should not run')", PYTHONRUSTGIL=value)
+        self.assertEqual(r.returncode, 1, f"{value!r}: {r.stderr}")
+        self.assertNotIn("should not run", r.stdout)
+        self.assertIn("Fatal Python error: ", r.stderr, value)
+        self.assertIn(message, r.stderr, value)
+
     def test_environment_options_tune_the_policy(self):
         code = "import _rustgil as g; print(g.policy(), round(g.lazy_release() * 1e6), round(g.spin() * 1e6))"
-        r = self.run_python(code, PYTHONRUSTGIL="priority-lazy,lazy_us=30,spin_us=20")
-        self.assertEqual((r.returncode, r.stdout.strip()), (0, "priority-lazy 30 20"), r.stderr)
+        for value, expected in [("priority-lazy,lazy_us=30,spin_us=20", "priority-lazy 30 20"),
+                                ("priority-lazy,spin_us=20,lazy_us=30", "priority-lazy 30 20"),
+                                ("priority,spin_us=0", "priority 0 0")]:
+            r = self.run_python(code, PYTHONRUSTGIL=value)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, expected), r.stderr)
         for bad, message in [
             ("priority,lazy_us=30", "lazy_us needs a policy with lazy release"),
-            ("priority-lazy,lazy_us=0", "lazy_us must be a number"),
+            ("priority-lazy,lazy_us=0", "lazy_us must be a number of microseconds from 1 to 3600000000, not '0'"),
             ("priority,spin_us=10001", "spin_us must be a number"),
-            ("priority,spin_us=-1", "spin_us must be a number"),
-            ("priority,spin", "is not KEY=VALUE"),
+            ("priority,spin_us=-1", "spin_us must be a number of microseconds from 0 to 10000, not '-1'"),
+            ("priority,spin_us=+5", "not '+5'"),
+            ("priority,spin_us= 5", "not ' 5'"),
+            ("priority,spin_us=99999999999999999999999", "spin_us must be a number"),
+            ("priority,spin", "'spin' is not KEY=VALUE"),
             ("priority,fast=1", "unknown option 'fast'"),
+            ("priority, spin_us=5", "unknown option ' spin_us'"),
         ]:
-            r = self.run_python("print('should not run')", PYTHONRUSTGIL=bad)
-            self.assertNotEqual(r.returncode, 0, bad)
-            self.assertNotIn("should not run", r.stdout)
-            self.assertIn(message, r.stderr, bad)
+            self.assertStartupError(bad, message)
+
+    def test_environment_grammar_is_strict(self):
+        for bad, message in [
+            ("priority,", "PYTHONRUSTGIL='priority,': a trailing ','"),
+            ("priority,spin_us=5,", "a trailing ','"),
+            ("priority,,spin_us=5", "an empty option ',,'"),
+            (",spin_us=5", "no GIL policy before ','"),
+            (",", "no GIL policy before ','"),
+            ("priority,=5", "'=5' has no key"),
+            ("priority,spin_us=", "spin_us must be a number of microseconds from 0 to 10000, not ''"),
+            ("priority-lazy,lazy_us=", "lazy_us must be a number"),
+            ("priority,spin_us=5,spin_us=6", "spin_us is given twice"),
+            ("priority-lazy,lazy_us=5,lazy_us=5", "lazy_us is given twice"),
+        ]:
+            self.assertStartupError(bad, message)
+
+    def test_bad_value_is_echoed_escaped(self):
+        for bad, shown in [
+            ("priority\x7f", "PYTHONRUSTGIL='priority\\x7f': unknown GIL policy 'priority\\x7f'"),
+            ("prio\trity", "unknown GIL policy 'prio\\trity'"),
+            ("priority\x1b[2J", "unknown GIL policy 'priority\\x1b[2J'"),
+            ("priorit\u00e9", "unknown GIL policy 'priorit\\xc3\\xa9'"),
+            ("it's", "unknown GIL policy 'it\\'s'"),
+            ("priority,spin_us=1\n", "not '1\\n'"),
+            ("x" * 5000, "..."),
+        ]:
+            self.assertStartupError(bad, shown)
 
     def test_unknown_policy_is_a_startup_error(self):
-        r = self.run_python("print('should not run')", PYTHONRUSTGIL="no-such-policy")
-        self.assertNotEqual(r.returncode, 0)
-        self.assertNotIn("should not run", r.stdout)
-        self.assertIn("PYTHONRUSTGIL=no-such-policy: unknown GIL policy", r.stderr)
+        self.assertStartupError("no-such-policy", "PYTHONRUSTGIL='no-such-policy': unknown GIL policy "
+                                "'no-such-policy' (known: classic, priority, lazy,")
         # -E ignores PYTHON* variables, this one included.
         r = subprocess.run([sys.executable, "-E", "-c", "print('ok')"], capture_output=True, text=True,
                            env={**os.environ, "PYTHONRUSTGIL": "no-such-policy"}, timeout=60)
         self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"), r.stderr)
+
+    def test_subinterpreters_keep_the_policy_read_at_startup(self):
+        # PYTHONRUSTGIL is read once, when the main interpreter creates its
+        # GIL: a later change to os.environ does not reach a sub-interpreter
+        # with its own GIL, and a bad value there cannot end the process.
+        code = """if True:
+            import _interpreters, _rustgil, os
+            for later in ("no-such-policy", "classic", "priority,"):
+                os.environ["PYTHONRUSTGIL"] = later
+                r, w = os.pipe()
+                interp = _interpreters.create("isolated")
+                try:
+                    _interpreters.run_string(interp, f"import _rustgil, os; os.write({w}, _rustgil.policy().encode())")
+                finally:
+                    _interpreters.destroy(interp)
+                os.close(w)
+                print(later, os.read(r, 100).decode())
+                os.close(r)
+        """
+        r = self.run_python(code)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["no-such-policy", EXPECTED_POLICY, "classic", EXPECTED_POLICY,
+                                            "priority,", EXPECTED_POLICY])
 
     def test_subinterpreter_with_its_own_gil_has_its_own_lock(self):
         import _interpreters

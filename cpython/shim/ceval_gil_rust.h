@@ -30,9 +30,11 @@
  *   - the policy is the library preset named by PYTHONRUSTGIL (classic,
  *     priority, lazy, priority-lazy, monitor, priority-monitor,
  *     priority-lazy-monitor), optionally followed by tuning options:
- *     PYTHONRUSTGIL=priority-lazy,lazy_us=30,spin_us=20. Ignored under
- *     -E / -I, like PYTHONMALLOC. An unknown name or option, or a bad
- *     value, is a fatal start-up error, never a silent default.
+ *     PYTHONRUSTGIL=priority-lazy,lazy_us=30,spin_us=20 (the strict grammar
+ *     is at rustgil_parse_config). Read once, when the main interpreter
+ *     creates its GIL; ignored under -E / -I, like PYTHONMALLOC. Anything
+ *     malformed ends start-up as a bad PYTHONMALLOC does (a message, exit
+ *     status 1), never a silent default.
  */
 
 #ifdef Py_GIL_DISABLED
@@ -41,8 +43,8 @@
 
 #include <gil.h>
 #include <stdio.h>      // snprintf()
-#include <stdlib.h>     // getenv(), strtoull()
-#include <string.h>     // strchr(), strcmp()
+#include <stdlib.h>     // getenv()
+#include <string.h>     // memchr(), memcmp(), strcspn()
 
 #define DEFAULT_INTERVAL GIL_DEFAULT_SWITCH_INTERVAL_US
 #define RUSTGIL_DEFAULT_POLICY "priority"  /* chosen from docs/policies.md */
@@ -100,26 +102,175 @@ rustgil_known_presets(char *known, size_t size)
     }
 }
 
-/* "N" as a whole unsigned decimal number no larger than max, or -1. */
-static int
-rustgil_parse_us(const char *text, uint64_t max, uint64_t *out)
+/* text[0..len) for an error message, into out (always NUL-terminated):
+   printable ASCII as is, \\ and \' escaped, \t \n \r, and every other byte
+   (controls, DEL, anything non-ASCII) as \xNN, so the message shows what the
+   variable really holds. Cut with "..." if it does not fit. */
+static void
+rustgil_escape(char *out, size_t size, const char *text, size_t len)
 {
-    if (text[0] < '0' || text[0] > '9') {
+    static const char hex[] = "0123456789abcdef";
+    size_t used = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        char piece[5];
+        size_t n = 0;
+        if (c == '\\' || c == '\'') {
+            piece[n++] = '\\';
+            piece[n++] = (char)c;
+        }
+        else if (c == '\t' || c == '\n' || c == '\r') {
+            piece[n++] = '\\';
+            piece[n++] = c == '\t' ? 't' : c == '\n' ? 'n' : 'r';
+        }
+        else if (c >= 0x20 && c < 0x7f) {
+            piece[n++] = (char)c;
+        }
+        else {
+            piece[n++] = '\\';
+            piece[n++] = 'x';
+            piece[n++] = hex[c >> 4];
+            piece[n++] = hex[c & 0xf];
+        }
+        if (used + n + 4 > size) {  /* room for "...\0" */
+            memcpy(out + used, "...", 3);
+            used += 3;
+            break;
+        }
+        memcpy(out + used, piece, n);
+        used += n;
+    }
+    out[used] = '\0';
+}
+
+/* text[0..len), a whole unsigned decimal number (digits only: no sign, no
+   space) no larger than max, into *out; -1 if it is not one. */
+static int
+rustgil_parse_us(const char *text, size_t len, uint64_t max, uint64_t *out)
+{
+    if (len == 0) {
         return -1;
     }
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0' || v > max) {
-        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] < '0' || text[i] > '9') {
+            return -1;
+        }
+        unsigned digit = (unsigned)(text[i] - '0');
+        if (v > (max - digit) / 10) {
+            return -1;
+        }
+        v = v * 10 + digit;
     }
-    *out = (uint64_t)v;
+    *out = v;
     return 0;
 }
 
-/* The configuration PYTHONRUSTGIL asks for (RUSTGIL_DEFAULT_POLICY if
-   unset): PRESET[,lazy_us=N][,spin_us=N], into *config. Anything it cannot
-   honour is a fatal start-up error that says why. */
+#define RUSTGIL_KEYS "keys: lazy_us, spin_us"
+
+/* Parses PYTHONRUSTGIL's value into *config. The grammar is strict:
+
+       VALUE  = PRESET *( "," OPTION )
+       OPTION = KEY "=" DIGITS          KEY: lazy_us | spin_us, each at most once
+
+   PRESET is one of the library's preset names; DIGITS a decimal number of
+   microseconds. No spaces; an empty PRESET, an empty option (",," or a
+   trailing ","), an empty key or value, an unknown key and a key given
+   twice are errors, so a typo never silently leaves a default in force.
+   On error returns -1 with the reason in why. */
+static int
+rustgil_parse_config(const char *text, gil_config_t *config, char *why, size_t why_size)
+{
+    char shown[128];
+    char known[256];
+    rustgil_known_presets(known, sizeof known);
+    size_t preset_len = strcspn(text, ",");
+    if (preset_len == 0) {
+        snprintf(why, why_size, "no GIL policy before ',' (known: %s)", known);
+        return -1;
+    }
+    char preset[64];
+    rustgil_escape(shown, sizeof shown, text, preset_len);
+    if (preset_len >= sizeof preset) {
+        snprintf(why, why_size, "unknown GIL policy '%s' (known: %s)", shown, known);
+        return -1;
+    }
+    memcpy(preset, text, preset_len);
+    preset[preset_len] = '\0';
+    if (gil_config_preset(preset, config) != GIL_OK) {
+        snprintf(why, why_size, "unknown GIL policy '%s' (known: %s)", shown, known);
+        return -1;
+    }
+    int seen_lazy = 0, seen_spin = 0;
+    const char *p = text + preset_len;
+    while (*p == ',') {
+        const char *option = p + 1;
+        size_t len = strcspn(option, ",");
+        p = option + len;
+        if (len == 0) {
+            snprintf(why, why_size, "%s (options are KEY=VALUE, " RUSTGIL_KEYS ")",
+                     *p == '\0' ? "a trailing ','" : "an empty option ',,'");
+            return -1;
+        }
+        rustgil_escape(shown, sizeof shown, option, len);
+        const char *eq = memchr(option, '=', len);
+        if (eq == NULL) {
+            snprintf(why, why_size, "'%s' is not KEY=VALUE (" RUSTGIL_KEYS ")", shown);
+            return -1;
+        }
+        size_t key_len = (size_t)(eq - option);
+        const char *value = eq + 1;
+        size_t value_len = len - key_len - 1;
+        char shown_value[128];
+        rustgil_escape(shown_value, sizeof shown_value, value, value_len);
+        uint64_t us = 0;
+        if (key_len == 0) {
+            snprintf(why, why_size, "'%s' has no key (" RUSTGIL_KEYS ")", shown);
+            return -1;
+        }
+        else if (key_len == 7 && memcmp(option, "lazy_us", 7) == 0) {
+            if (seen_lazy++) {
+                snprintf(why, why_size, "lazy_us is given twice");
+                return -1;
+            }
+            if (config->lazy_release_us == 0) {
+                snprintf(why, why_size, "lazy_us needs a policy with lazy release "
+                         "(lazy, priority-lazy, priority-lazy-monitor)");
+                return -1;
+            }
+            if (rustgil_parse_us(value, value_len, GIL_MAX_SWITCH_INTERVAL_US, &us) < 0 || us == 0) {
+                snprintf(why, why_size, "lazy_us must be a number of microseconds from 1 to %llu, "
+                         "not '%s'", (unsigned long long)GIL_MAX_SWITCH_INTERVAL_US, shown_value);
+                return -1;
+            }
+            config->lazy_release_us = us;
+        }
+        else if (key_len == 7 && memcmp(option, "spin_us", 7) == 0) {
+            if (seen_spin++) {
+                snprintf(why, why_size, "spin_us is given twice");
+                return -1;
+            }
+            if (rustgil_parse_us(value, value_len, 10000, &us) < 0) {
+                snprintf(why, why_size, "spin_us must be a number of microseconds from 0 to 10000, "
+                         "not '%s'", shown_value);
+                return -1;
+            }
+            config->spin_us = (uint32_t)us;
+        }
+        else {
+            rustgil_escape(shown, sizeof shown, option, key_len);
+            snprintf(why, why_size, "unknown option '%s' (" RUSTGIL_KEYS ")", shown);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The configuration PYTHONRUSTGIL asks for (RUSTGIL_DEFAULT_POLICY if unset
+   or empty, as CPython reads an empty PYTHON* variable), into *config.
+   Anything it cannot honour ends the process as a bad PYTHONMALLOC does:
+   "Fatal Python error: ..." on stderr and exit status 1 (CPython's
+   Py_ExitStatusException), not an abort. */
 static void
 rustgil_config_from_env(gil_config_t *config)
 {
@@ -130,59 +281,25 @@ rustgil_config_from_env(gil_config_t *config)
     if (env == NULL || env[0] == '\0') {
         env = RUSTGIL_DEFAULT_POLICY;
     }
-    char buf[256];
-    if (strlen(env) >= sizeof(buf)) {
-        Py_FatalError("PYTHONRUSTGIL is too long");
-    }
-    strcpy(buf, env);
-    char *options = strchr(buf, ',');
-    if (options != NULL) {
-        *options++ = '\0';
-    }
-    if (gil_config_preset(buf, config) != GIL_OK) {
-        char known[256];
-        rustgil_known_presets(known, sizeof known);
-        _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: unknown GIL policy '%s' (known: %s)",
-                             env, buf, known);
-    }
-    while (options != NULL && options[0] != '\0') {
-        char *next = strchr(options, ',');
-        if (next != NULL) {
-            *next++ = '\0';
-        }
-        char *value = strchr(options, '=');
-        if (value == NULL) {
-            _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: '%s' is not KEY=VALUE "
-                                 "(keys: lazy_us, spin_us)", env, options);
-        }
-        *value++ = '\0';
-        uint64_t us = 0;
-        if (strcmp(options, "lazy_us") == 0) {
-            if (config->lazy_release_us == 0) {
-                _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: lazy_us needs a policy with "
-                                     "lazy release (lazy, priority-lazy, priority-lazy-monitor)", env);
-            }
-            if (rustgil_parse_us(value, GIL_MAX_SWITCH_INTERVAL_US, &us) < 0 || us == 0) {
-                _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: lazy_us must be a number of "
-                                     "microseconds from 1 to %llu", env,
-                                     (unsigned long long)GIL_MAX_SWITCH_INTERVAL_US);
-            }
-            config->lazy_release_us = us;
-        }
-        else if (strcmp(options, "spin_us") == 0) {
-            if (rustgil_parse_us(value, 10000, &us) < 0) {
-                _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: spin_us must be a number of "
-                                     "microseconds from 0 to 10000", env);
-            }
-            config->spin_us = (uint32_t)us;
-        }
-        else {
-            _Py_FatalErrorFormat(__func__, "PYTHONRUSTGIL=%s: unknown option '%s' "
-                                 "(known: lazy_us, spin_us)", env, options);
-        }
-        options = next;
+    char why[512];
+    if (rustgil_parse_config(env, config, why, sizeof why) < 0) {
+        /* Py_ExitStatusException keeps a pointer to the message: static. */
+        static char message[1024];
+        char shown[256];
+        rustgil_escape(shown, sizeof shown, env, strlen(env));
+        snprintf(message, sizeof message, "PYTHONRUSTGIL='%s': %s", shown, why);
+        Py_ExitStatusException(_PyStatus_ERR(message));
     }
 }
+
+/* The policy of every GIL in the process: PYTHONRUSTGIL as read when the
+   main interpreter created its GIL (at start-up, and again at each later
+   Py_Initialize). Sub-interpreters with their own GIL take it from here
+   rather than reading the variable again, so a change to os.environ after
+   start-up can neither change their policy nor end the process when one is
+   created. */
+static gil_config_t rustgil_env_config;
+static int rustgil_env_config_read = 0;
 
 static void
 _gil_initialize(struct _gil_runtime_state *gil)
@@ -204,8 +321,11 @@ gil_created(struct _gil_runtime_state *gil)
 static void
 create_gil(struct _gil_runtime_state *gil)
 {
-    gil_config_t config;
-    rustgil_config_from_env(&config);
+    if (gil == &_PyRuntime._main_interpreter._gil || !rustgil_env_config_read) {
+        rustgil_config_from_env(&rustgil_env_config);
+        rustgil_env_config_read = 1;
+    }
+    gil_config_t config = rustgil_env_config;
     config.switch_interval_us = gil->interval;
     config.on_drop_request = rustgil_on_drop_request;
     gil_t *lock = NULL;

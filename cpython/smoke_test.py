@@ -3,19 +3,21 @@ interpreter, under a policy:
 
     PYTHONRUSTGIL=P RUSTGIL_EXPECTED_POLICY=P $RUSTGIL_PYTHON cpython/smoke_test.py
 
-(both unset: the default policy).
+(both unset: the default policy). With STOCK_PYTHON set to a stock CPython
+3.13 it also compares sys.setswitchinterval with that interpreter's.
 
 Checks that the GIL really is the library's, wired the way the shim says:
 _rustgil reports it, its counters move when threads contend, drop requests
-reach the holder, the switch interval goes through, PYTHONRUSTGIL selects
-the policy and its options (anything malformed is a start-up error with
-exit status 1, the value echoed escaped), stats and histograms move, traces
-are written as Chrome JSON and SVG, the monitor thread (under the monitor
-presets) works and sleeps when idle, a sub-interpreter with its own GIL
-gets its own lock (with the policy read at start-up), a fork child has a
-working lock and, forked from a non-main thread while others spin, exits
-(cpython/fork_from_thread.py), and the _Py_DebugOffsets view of
-_gil.locked and _gil.last_holder is what debuggers need.
+reach the holder, the switch interval goes through and is kept as stock
+keeps it, PYTHONRUSTGIL selects the policy and its options (anything
+malformed is a start-up error with exit status 1, the value echoed
+escaped), stats and histograms move, traces are written as Chrome JSON and
+SVG, the monitor thread (under the monitor presets) works and sleeps when
+idle, a sub-interpreter with its own GIL gets its own lock (with the policy
+read at start-up), a fork child has a working lock and, forked from a
+non-main thread while others spin, exits (cpython/fork_from_thread.py), and
+the _Py_DebugOffsets view of _gil.locked and _gil.last_holder is what
+debuggers need.
 """
 
 import ctypes
@@ -204,6 +206,33 @@ class RustGilSmoke(unittest.TestCase):
                 sys.setswitchinterval(0)
         finally:
             sys.setswitchinterval(old)
+
+    def test_switch_interval_is_kept_as_given_like_stock(self):
+        # Stock CPython keeps any interval; the lock itself waits at most an
+        # hour between drop requests, which is all _rustgil reports.
+        old = sys.getswitchinterval()
+        try:
+            for given, lock in [(1e9, 3600.0), (3600.5, 3600.0), (3600.0, 3600.0), (1e-6, 1e-6),
+                                (1e-7, 0.0)]:  # below 1 µs: 0, as stock (the lock waits 1 µs)
+                sys.setswitchinterval(given)
+                self.assertEqual(sys.getswitchinterval(), given if given >= 1e-6 else 0.0, given)
+                self.assertEqual(_rustgil.switch_interval(), lock, given)
+        finally:
+            sys.setswitchinterval(old)
+
+    @unittest.skipUnless(os.environ.get("STOCK_PYTHON"), "set STOCK_PYTHON to a stock CPython 3.13")
+    def test_switch_interval_matches_stock(self):
+        code = ("import sys\n"
+                "for v in ['1e9', '3600.5', '1e30', 'nan', 'inf', '-inf', '1e-7', '1e-6', '0', '-1']:\n"
+                "    try:\n"
+                "        sys.setswitchinterval(float(v)); print(v, repr(sys.getswitchinterval()))\n"
+                "    except Exception as e:\n"
+                "        print(v, type(e).__name__, e)\n")
+        runs = [subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+                for python in (os.environ["STOCK_PYTHON"], sys.executable)]
+        for r in runs:
+            self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(runs[1].stdout, runs[0].stdout)
 
     def run_python(self, code, **env):
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -14,7 +14,10 @@
  *   _rustgil.spin()            the bounded spin in seconds, 0.0 when off
  *   _rustgil.monitor()         whether the monitor thread keeps the time
  *   _rustgil.monitor_wakeups() how often the process's monitor thread woke up
- *   _rustgil.switch_interval() the switch interval in seconds (float)
+ *   _rustgil.switch_interval() the switch interval the lock works with, in
+ *                              seconds (float): sys.getswitchinterval() up
+ *                              to one hour, one hour above it (the lock's
+ *                              maximum; see ceval_gil_rust.h)
  *   _rustgil.counters()        dict: acquisitions, switches, drop_requests,
  *                              forced_switches, wait_ns, preemptions,
  *                              lazy_releases, lazy_takeovers,
@@ -481,7 +484,8 @@ rustgil_trace_stop(PyObject *module, PyObject *Py_UNUSED(ignored))
 static PyMethodDef rustgil_methods[] = {
     {"policy", rustgil_policy, METH_NOARGS, "policy()\n--\n\nThe GIL policy of the current interpreter."},
     {"switch_interval", rustgil_switch_interval, METH_NOARGS,
-     "switch_interval()\n--\n\nThe switch interval in seconds, as the library holds it."},
+     "switch_interval()\n--\n\nThe switch interval in seconds, as the library holds it: that of\n"
+     "sys.getswitchinterval(), capped at the library's maximum of one hour."},
     {"lazy_release", rustgil_lazy_release, METH_NOARGS,
      "lazy_release()\n--\n\nThe lazy-release threshold in seconds (0.0: lazy release is off)."},
     {"presets", rustgil_presets, METH_NOARGS,

@@ -27,6 +27,8 @@
  *   - gil->locked, gil->last_holder, gil->switch_number and gil->interval are
  *     kept up to date for readers of _Py_DebugOffsets (debuggers, py-spy);
  *     gil->locked keeps its -1 "not created" value;
+ *   - sys.setswitchinterval() keeps the interval it is given, as stock
+ *     does; the lock gets at most one hour (see _PyEval_SetSwitchInterval);
  *   - the policy is the library preset named by PYTHONRUSTGIL (classic,
  *     priority, lazy, priority-lazy, monitor, priority-monitor,
  *     priority-lazy-monitor), optionally followed by tuning options:
@@ -318,6 +320,13 @@ gil_created(struct _gil_runtime_state *gil)
     return (_Py_atomic_load_int_acquire(&gil->locked) >= 0);
 }
 
+/* What the lock is given for CPython's interval (see _PyEval_SetSwitchInterval). */
+static uint64_t
+rustgil_lock_interval(unsigned long microseconds)
+{
+    return microseconds > GIL_MAX_SWITCH_INTERVAL_US ? GIL_MAX_SWITCH_INTERVAL_US : microseconds;
+}
+
 static void
 create_gil(struct _gil_runtime_state *gil)
 {
@@ -326,7 +335,7 @@ create_gil(struct _gil_runtime_state *gil)
         rustgil_env_config_read = 1;
     }
     gil_config_t config = rustgil_env_config;
-    config.switch_interval_us = gil->interval;
+    config.switch_interval_us = rustgil_lock_interval(gil->interval);
     config.on_drop_request = rustgil_on_drop_request;
     gil_t *lock = NULL;
     RUSTGIL_CHECK(gil_new(&config, &lock));
@@ -466,22 +475,28 @@ take_gil(PyThreadState *tstate)
     errno = err;
 }
 
+/* sys.setswitchinterval() keeps the interval it is given, exactly as stock
+   CPython does: gil->interval holds CPython's value (what
+   _PyEval_GetSwitchInterval, and so sys.getswitchinterval(), returns, and
+   what _Py_DebugOffsets readers see), whatever it is: sysmodule.c has
+   already turned the float into an unsigned long, so inf, 1e30 and values
+   below 1 µs arrive as 0 and NaN as whatever the platform's cast makes of
+   it, in both builds alike. The lock itself is given at most
+   GIL_MAX_SWITCH_INTERVAL_US (one hour), its own limit: a waiter then asks
+   the holder to drop after an hour rather than after, say, 1e9 seconds,
+   which no program can tell apart unless one of its threads waits longer
+   than an hour behind a holder that never releases. 0 reaches the lock as
+   0, which it treats as 1 µs, as stock's take_gil does. */
 void
 _PyEval_SetSwitchInterval(unsigned long microseconds)
 {
     PyInterpreterState *interp = _PyInterpreterState_GET();
     struct _gil_runtime_state *gil = interp->ceval.gil;
     assert(gil != NULL);
-    /* sys.setswitchinterval() has checked > 0; beyond the library's maximum
-       (one hour) the interval is clamped to it. */
-    uint64_t us = microseconds;
-    if (us > GIL_MAX_SWITCH_INTERVAL_US) {
-        us = GIL_MAX_SWITCH_INTERVAL_US;
-    }
+    gil->interval = microseconds;  /* also what create_gil starts with */
     if (rustgil_of(gil) != NULL) {
-        RUSTGIL_CHECK(gil_set_switch_interval(rustgil_of(gil), us));
+        RUSTGIL_CHECK(gil_set_switch_interval(rustgil_of(gil), rustgil_lock_interval(microseconds)));
     }
-    gil->interval = (unsigned long)us;  /* also what create_gil starts with */
 }
 
 unsigned long
@@ -490,12 +505,7 @@ _PyEval_GetSwitchInterval(void)
     PyInterpreterState *interp = _PyInterpreterState_GET();
     struct _gil_runtime_state *gil = interp->ceval.gil;
     assert(gil != NULL);
-    if (rustgil_of(gil) == NULL) {
-        return gil->interval;
-    }
-    uint64_t us = 0;
-    RUSTGIL_CHECK(gil_get_switch_interval(rustgil_of(gil), &us));
-    return (unsigned long)us;
+    return gil->interval;
 }
 
 /* For Modules/_rustgilmodule.c: the current interpreter's lock. */

@@ -419,13 +419,14 @@ impl Gil {
         if self.inner.hot.owner.load(Relaxed) != token.get() {
             return Err(GilError::NotHolder);
         }
+        // Before anything can fail: a release refused as re-entrant leaves
+        // this record too, but it is never read before the thread's real
+        // release overwrites it (only a later acquisition reads it).
+        self.remember_class(token, reason);
         let mut observed = false;
         if reason == ReleaseReason::Voluntary && self.inner.lazy_release.is_some() {
             match self.release_lazily(token) {
-                Lazy::Done => {
-                    self.remember_class(token, reason);
-                    return Ok(());
-                }
+                Lazy::Done => return Ok(()),
                 Lazy::Real { observed: o } => observed = o,
                 Lazy::Reentrant => return Err(GilError::Reentrant),
             }
@@ -443,15 +444,13 @@ impl Gil {
             .compare_exchange(LOCKED, 0, Release, Relaxed)
             .is_ok()
         {
-            self.remember_class(token, reason);
             return Ok(());
         }
         self.release_contended(token, reason, observed)
     }
 
     /// Under the priority policy, records the class `token` has after
-    /// releasing for `reason` (see [`class`]). Made once the release can no
-    /// longer fail.
+    /// releasing for `reason` (see [`class`]).
     #[inline]
     fn remember_class(&self, token: Token, reason: ReleaseReason) {
         if self.inner.policy == Policy::Priority {
@@ -472,7 +471,6 @@ impl Gil {
             self.inner.hot.last_holder.store(token.get(), Relaxed);
             return Err(GilError::Reentrant);
         }
-        self.remember_class(token, reason);
         let mut s = self.inner.hot.state.load(Relaxed);
         if s & INSTR != 0 && !observed {
             self.observe_release(token, reason);

@@ -2,9 +2,11 @@
 //! host-side statistics.
 //!
 //! A host installs one hook per lock with [`Gil::set_event_hook`](crate::Gil::set_event_hook).
-//! Without a hook the lock pays one relaxed load of a byte that sits on the
-//! same cache line as the lock word (see `benches/uncontended.rs`); with
-//! one, each event costs a clock read and the hook's own work.
+//! Without a hook (or histograms) the lock pays nothing: observers set the
+//! lock word's `INSTR` bit, which makes the uncontended compare-and-swaps
+//! fail over to instrumented paths (see `gil/mod.rs` and
+//! `scripts/instructions.sh`); with one, each event costs a clock read and
+//! the hook's own work.
 //!
 //! Hooks run on the thread the event happens on, some of them under the
 //! lock's internal mutex (a waiter's [`EventKind::WaitStart`], a

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use gil_core::{Event, EventKind, Gil, GilConfig, ReleaseReason, Token};
 
-fn tok(n: usize) -> Token {
-    Token::new(n).expect("non-zero")
-}
+mod common;
+use common::tok;
 
 fn recorder(gil: &Gil) -> Arc<Mutex<Vec<Event>>> {
     let events = Arc::new(Mutex::new(Vec::new()));

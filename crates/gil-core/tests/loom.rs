@@ -21,9 +21,8 @@ use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
 
-fn tok(n: usize) -> Token {
-    Token::new(n).expect("non-zero")
-}
+mod common;
+use common::tok;
 
 /// Per-token phase, in real execution order: `true` from the moment a
 /// thread calls `acquire` until its `release` has returned.

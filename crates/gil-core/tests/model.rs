@@ -7,8 +7,11 @@
 //! says the lock is free or held by the caller (otherwise it is skipped).
 #![cfg(not(gil_loom))]
 
-use gil_core::{Gil, GilConfig, GilError, ReleaseReason, Token, MAX_SWITCH_INTERVAL_US};
+use gil_core::{Gil, GilConfig, GilError, ReleaseReason, MAX_SWITCH_INTERVAL_US};
 use proptest::prelude::*;
+
+mod common;
+use common::tok;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -68,10 +71,6 @@ impl Model {
         }
         self.acquisitions += 1;
     }
-}
-
-fn tok(t: usize) -> Token {
-    Token::new(t).expect("tokens start at 1")
 }
 
 fn check(gil: &Gil, model: &Model) -> Result<(), TestCaseError> {

@@ -6,11 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gil_core::{Event, EventKind, Gil, GilConfig, Policy, ReleaseReason, Token};
+use gil_core::{Event, EventKind, Gil, GilConfig, Policy, ReleaseReason};
 
-fn tok(n: usize) -> Token {
-    Token::new(n).expect("non-zero")
-}
+mod common;
+use common::tok;
 
 /// Counts `WaitStart` events, so a test can wait until a thread is queued.
 fn count_waits(gil: &Gil) -> Arc<AtomicUsize> {

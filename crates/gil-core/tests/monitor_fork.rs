@@ -9,11 +9,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gil_core::{Event, EventKind, Gil, GilConfig, ReleaseReason, Token};
+use gil_core::{Event, EventKind, Gil, GilConfig, ReleaseReason};
 
-fn tok(n: usize) -> Token {
-    Token::new(n).expect("non-zero")
-}
+mod common;
+use common::tok;
 
 #[test]
 fn a_lock_the_parents_monitor_listed_is_timed_in_a_fork_child() {

@@ -8,11 +8,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use gil_core::{monitor_wakeups, Gil, GilConfig, ReleaseReason, Token};
+use gil_core::{monitor_wakeups, Gil, GilConfig, ReleaseReason};
 
-fn tok(n: usize) -> Token {
-    Token::new(n).expect("non-zero")
-}
+mod common;
+use common::tok;
 
 /// How many threads of this process are named `gil-monitor`.
 fn monitor_threads() -> usize {

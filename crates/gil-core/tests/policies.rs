@@ -7,11 +7,10 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gil_core::{Gil, GilConfig, GilError, Policy, ReleaseReason, Token, PRESETS};
+use gil_core::{Gil, GilConfig, GilError, Policy, ReleaseReason, PRESETS};
 
-fn tok(n: usize) -> Token {
-    Token::new(n).expect("non-zero")
-}
+mod common;
+use common::tok;
 
 struct Unprotected(UnsafeCell<u64>);
 // SAFETY: only touched while holding the GIL, the property under test.

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use gil_core::{Event, EventKind, Gil, GilConfig, GilError, ReleaseReason, Token, PRESETS};
 
-fn tok(n: usize) -> Token {
-    Token::new(n).expect("non-zero")
-}
+mod common;
+use common::tok;
 
 /// Runs `scenario` on its own thread and fails if it has not finished
 /// within a minute (a deadlock would otherwise hang the test run).

@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 
 use gil_core::{Gil, GilConfig, GilError, ReleaseReason, Token};
 
-fn tok(n: usize) -> Token {
-    Token::new(n).expect("non-zero")
-}
+mod common;
+use common::tok;
 
 /// A counter with no synchronisation of its own: only the GIL protects it.
 struct Unprotected(UnsafeCell<u64>);

@@ -9,11 +9,10 @@ use std::thread;
 use std::time::Duration;
 
 use gil_core::trace::{Row, ThreadState, Trace, TraceFormat, Tracer};
-use gil_core::{EventKind, Gil, GilConfig, ReleaseReason, Token};
+use gil_core::{EventKind, Gil, GilConfig, ReleaseReason};
 
-fn tok(n: usize) -> Token {
-    Token::new(n).expect("non-zero")
-}
+mod common;
+use common::tok;
 
 /// Two CPU-bound threads that poll the drop request, and one I/O-like
 /// thread that releases around a short sleep, for `ms` milliseconds, traced.

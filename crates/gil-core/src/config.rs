@@ -73,11 +73,24 @@ pub struct UnknownPolicy(pub String);
 
 impl fmt::Display for UnknownPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown GIL policy {:?}; known: {}", self.0, PRESETS.join(", "))
+        let known: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+        write!(f, "unknown GIL policy {:?}; known: {}", self.0, known.join(", "))
     }
 }
 
 impl std::error::Error for UnknownPolicy {}
+
+/// A preset name that [`GilConfig::preset`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPreset(pub String);
+
+impl fmt::Display for UnknownPreset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown GIL preset {:?}; known: {}", self.0, PRESETS.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownPreset {}
 
 impl FromStr for Policy {
     type Err = UnknownPolicy;
@@ -136,6 +149,23 @@ pub const PRESETS: &[&str] = &[
     "priority-lazy-monitor",
 ];
 
+/// A configuration's values, read back from a [`GilConfig`] or a live
+/// [`Gil`](crate::Gil) (whose switch interval may have changed since).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// The switch interval in microseconds (0 behaves as 1 µs).
+    pub switch_interval_us: u64,
+    /// The scheduling policy.
+    pub policy: Policy,
+    /// The lazy-release threshold in microseconds, `None` if it is off.
+    pub lazy_release_us: Option<u64>,
+    /// Whether the monitor thread keeps the time.
+    pub monitor: bool,
+    /// The spin limit in microseconds (0: no spinning).
+    pub spin_us: u64,
+}
+
 /// Everything a [`Gil`](crate::Gil) is built from.
 ///
 /// ```
@@ -170,8 +200,8 @@ impl GilConfig {
     /// use [`DEFAULT_LAZY_RELEASE_US`].
     ///
     /// # Errors
-    /// [`UnknownPolicy`] for any other name.
-    pub fn preset(name: &str) -> Result<GilConfig, UnknownPolicy> {
+    /// [`UnknownPreset`] for any other name.
+    pub fn preset(name: &str) -> Result<GilConfig, UnknownPreset> {
         let c = GilConfig::new();
         Ok(match name {
             "classic" => c,
@@ -186,8 +216,20 @@ impl GilConfig {
                 .policy(Policy::Priority)
                 .lazy_release_us(Some(DEFAULT_LAZY_RELEASE_US))
                 .monitor(true),
-            _ => return Err(UnknownPolicy(name.to_owned())),
+            _ => return Err(UnknownPreset(name.to_owned())),
         })
+    }
+
+    /// What this configuration sets, defaults applied (the callback aside):
+    /// how to learn a preset's values without building a lock.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            switch_interval_us: self.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US),
+            policy: self.policy,
+            lazy_release_us: self.lazy_release_us,
+            monitor: self.monitor,
+            spin_us: self.spin_us,
+        }
     }
 
     /// How long a waiter waits before asking the holder to drop, in

@@ -122,8 +122,8 @@ mod token;
 pub mod trace;
 
 pub use config::{
-    DropRequestCallback, GilConfig, Policy, UnknownPolicy, DEFAULT_LAZY_RELEASE_US, DEFAULT_SWITCH_INTERVAL_US,
-    MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, STARVATION_INTERVALS,
+    DropRequestCallback, GilConfig, Policy, Settings, UnknownPolicy, UnknownPreset, DEFAULT_LAZY_RELEASE_US,
+    DEFAULT_SWITCH_INTERVAL_US, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, STARVATION_INTERVALS,
 };
 pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind};

@@ -88,7 +88,7 @@ fn parse_args() -> Result<Args, String> {
                                 .iter()
                                 .copied()
                                 .find(|p| *p == name.trim())
-                                .ok_or_else(|| gil_core::UnknownPolicy(name.trim().to_string()).to_string())
+                                .ok_or_else(|| gil_core::UnknownPreset(name.trim().to_string()).to_string())
                         })
                         .collect::<Result<_, _>>()?;
                 }

@@ -56,7 +56,7 @@ fn parse_args() -> Result<Args, String> {
                     .iter()
                     .copied()
                     .find(|p| *p == name)
-                    .ok_or_else(|| format!("{}", gil_core::UnknownPolicy(name)))?;
+                    .ok_or_else(|| format!("{}", gil_core::UnknownPreset(name)))?;
             }
             "-h" | "--help" => {
                 return Err("usage: gil-demo [--cpu N] [--seconds S] [--interval-us US] [--policy PRESET]".into())

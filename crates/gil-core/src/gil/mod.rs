@@ -535,6 +535,18 @@ impl Gil {
         Ok(())
     }
 
+    /// This lock's configuration as it stands (the switch interval may have
+    /// changed since it was built).
+    pub fn settings(&self) -> crate::Settings {
+        crate::Settings {
+            switch_interval_us: self.switch_interval_us(),
+            policy: self.inner.policy,
+            lazy_release_us: self.lazy_release_us(),
+            monitor: self.inner.monitor,
+            spin_us: self.spin_us(),
+        }
+    }
+
     /// The scheduling policy this lock was built with.
     pub fn policy(&self) -> Policy {
         self.inner.policy

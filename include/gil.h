@@ -33,6 +33,9 @@
 // Largest accepted switch interval, in microseconds (one hour).
 #define GIL_MAX_SWITCH_INTERVAL_US 3600000000
 
+// Largest accepted `spin_us`, in microseconds (10 ms).
+#define GIL_MAX_SPIN_US 10000
+
 // Number of buckets in each histogram of `gil_histograms_t`.
 #define GIL_HISTOGRAM_BUCKETS 64
 
@@ -78,6 +81,8 @@ enum gil_result_t
   // removing a hook, starting, naming in or stopping a trace, freeing.
   // Nothing changed.
   GIL_ERR_REENTRANT = 12,
+  // `gil_config_preset` does not know the name.
+  GIL_ERR_UNKNOWN_PRESET = 13,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -462,7 +467,7 @@ const char *gil_preset_name(size_t index);
 
 // Fills `*config_out` (all fields, `struct_size` included) with the preset
 // named `name` (see `gil_preset_name`): policy, lazy-release threshold and
-// the default switch interval; no callback. `GIL_ERR_UNKNOWN_POLICY` if
+// the default switch interval; no callback. `GIL_ERR_UNKNOWN_PRESET` if
 // there is no such preset. Any thread.
 //
 // # Safety

@@ -252,9 +252,9 @@ rustgil_parse_config(const char *text, gil_config_t *config, char *why, size_t w
                 snprintf(why, why_size, "spin_us is given twice");
                 return -1;
             }
-            if (rustgil_parse_us(value, value_len, 10000, &us) < 0) {
-                snprintf(why, why_size, "spin_us must be a number of microseconds from 0 to 10000, "
-                         "not '%s'", shown_value);
+            if (rustgil_parse_us(value, value_len, GIL_MAX_SPIN_US, &us) < 0) {
+                snprintf(why, why_size, "spin_us must be a number of microseconds from 0 to %llu, "
+                         "not '%s'", (unsigned long long)GIL_MAX_SPIN_US, shown_value);
                 return -1;
             }
             config->spin_us = (uint32_t)us;

@@ -74,8 +74,55 @@ pub enum gil_result_t {
     /// removing a hook, starting, naming in or stopping a trace, freeing.
     /// Nothing changed.
     GIL_ERR_REENTRANT = 12,
+    /// `gil_config_preset` does not know the name.
+    GIL_ERR_UNKNOWN_PRESET = 13,
 }
 use gil_result_t::*;
+
+impl gil_result_t {
+    /// Every code, for turning a number back into one.
+    const ALL: [gil_result_t; 14] = [
+        GIL_OK,
+        GIL_ERR_NULL_ARGUMENT,
+        GIL_ERR_NOT_HOLDER,
+        GIL_ERR_ALREADY_HELD,
+        GIL_ERR_INVALID_CONFIG,
+        GIL_ERR_BUSY,
+        GIL_ERR_PANIC,
+        GIL_ERR_ABORTED,
+        GIL_ERR_INVALID_ARGUMENT,
+        GIL_ERR_UNKNOWN_POLICY,
+        GIL_ERR_IO,
+        GIL_ERR_NOT_TRACING,
+        GIL_ERR_REENTRANT,
+        GIL_ERR_UNKNOWN_PRESET,
+    ];
+
+    /// The code numbered `n`, if there is one.
+    fn from_u32(n: u32) -> Option<gil_result_t> {
+        Self::ALL.into_iter().find(|r| *r as u32 == n)
+    }
+
+    /// What the code means, for people.
+    fn text(self) -> &'static CStr {
+        match self {
+            GIL_OK => c"ok",
+            GIL_ERR_NULL_ARGUMENT => c"a required pointer argument was NULL",
+            GIL_ERR_NOT_HOLDER => c"the calling token does not hold the lock",
+            GIL_ERR_ALREADY_HELD => c"the calling token already holds the lock (it is not re-entrant)",
+            GIL_ERR_INVALID_CONFIG => c"invalid configuration (struct_size, policy or switch interval)",
+            GIL_ERR_BUSY => c"the lock is held or awaited",
+            GIL_ERR_PANIC => c"internal error (a Rust panic was caught)",
+            GIL_ERR_ABORTED => c"the wait for the lock was aborted by the caller's callback",
+            GIL_ERR_INVALID_ARGUMENT => c"an argument is out of range",
+            GIL_ERR_UNKNOWN_POLICY => c"unknown policy name",
+            GIL_ERR_IO => c"a file could not be created or written",
+            GIL_ERR_NOT_TRACING => c"no trace is running on this lock",
+            GIL_ERR_REENTRANT => c"called from inside one of the lock's own callbacks",
+            GIL_ERR_UNKNOWN_PRESET => c"unknown preset name",
+        }
+    }
+}
 
 /// A reason for `gil_release`: one of the `GIL_RELEASE_*` values.
 pub type gil_release_reason_t = u32;
@@ -102,6 +149,8 @@ pub const GIL_POLICY_PRIORITY: gil_policy_t = 1;
 pub const GIL_DEFAULT_SWITCH_INTERVAL_US: u64 = 5_000;
 /// Largest accepted switch interval, in microseconds (one hour).
 pub const GIL_MAX_SWITCH_INTERVAL_US: u64 = 3_600_000_000;
+/// Largest accepted `spin_us`, in microseconds (10 ms).
+pub const GIL_MAX_SPIN_US: u64 = 10_000;
 
 /// Called as `callback(user_data, holder)` when a waiter asks `holder` to
 /// drop the lock. It runs on the waiting thread, under the lock's internal
@@ -256,6 +305,24 @@ enum HookOwner {
     },
 }
 
+impl gil_config_t {
+    /// A full-size configuration with `settings`' values and no callback:
+    /// the one place the C defaults come from (`GilConfig::new()`).
+    fn from_settings(settings: gil_core::Settings) -> gil_config_t {
+        gil_config_t {
+            struct_size: size_of::<gil_config_t>() as u32,
+            policy: policy_to_raw(settings.policy),
+            switch_interval_us: settings.switch_interval_us,
+            on_drop_request: None,
+            user_data: ptr::null_mut(),
+            lazy_release_us: settings.lazy_release_us.unwrap_or(0),
+            monitor: u32::from(settings.monitor),
+            // A preset's spin is at most MAX_SPIN_US, which fits.
+            spin_us: u32::try_from(settings.spin_us).unwrap_or(u32::MAX),
+        }
+    }
+}
+
 impl gil_t {
     fn hook_owner(&self) -> MutexGuard<'_, HookOwner> {
         // Nothing under this mutex can be left half-changed by a panic.
@@ -394,23 +461,9 @@ pub extern "C" fn gil_version() -> *const c_char {
 /// codes). Any thread; never NULL.
 #[no_mangle]
 pub extern "C" fn gil_result_str(result: u32) -> *const c_char {
-    let text: &'static CStr = match result {
-        0 => c"ok",
-        1 => c"a required pointer argument was NULL",
-        2 => c"the calling token does not hold the lock",
-        3 => c"the calling token already holds the lock (it is not re-entrant)",
-        4 => c"invalid configuration (struct_size, policy or switch interval)",
-        5 => c"the lock is held or awaited",
-        6 => c"internal error (a Rust panic was caught)",
-        7 => c"the wait for the lock was aborted by the caller's callback",
-        8 => c"an argument is out of range",
-        9 => c"unknown policy name",
-        10 => c"a file could not be created or written",
-        11 => c"no trace is running on this lock",
-        12 => c"called from inside one of the lock's own callbacks",
-        _ => c"unknown result code",
-    };
-    text.as_ptr()
+    gil_result_t::from_u32(result)
+        .map_or(c"unknown result code", gil_result_t::text)
+        .as_ptr()
 }
 
 /// Fills `config` with the defaults and `struct_size = sizeof(gil_config_t)`.
@@ -421,18 +474,8 @@ pub extern "C" fn gil_result_str(result: u32) -> *const c_char {
 #[no_mangle]
 pub unsafe extern "C" fn gil_config_init(config: *mut gil_config_t) -> gil_result_t {
     guard_result(|| {
-        let defaults = gil_config_t {
-            struct_size: size_of::<gil_config_t>() as u32,
-            policy: GIL_POLICY_CLASSIC,
-            switch_interval_us: GIL_DEFAULT_SWITCH_INTERVAL_US,
-            on_drop_request: None,
-            user_data: ptr::null_mut(),
-            lazy_release_us: 0,
-            monitor: 0,
-            spin_us: 0,
-        };
         // SAFETY: forwarded from this function's contract.
-        unsafe { write_out(config, defaults) }
+        unsafe { write_out(config, gil_config_t::from_settings(GilConfig::new().settings())) }
     })
 }
 
@@ -441,16 +484,7 @@ pub unsafe extern "C" fn gil_config_init(config: *mut gil_config_t) -> gil_resul
 /// # Safety
 /// `config` is valid for reading `config.struct_size` bytes.
 unsafe fn read_config(config: *const gil_config_t) -> Result<gil_config_t, gil_result_t> {
-    let mut full = gil_config_t {
-        struct_size: 0,
-        policy: GIL_POLICY_CLASSIC,
-        switch_interval_us: GIL_DEFAULT_SWITCH_INTERVAL_US,
-        on_drop_request: None,
-        user_data: ptr::null_mut(),
-        lazy_release_us: 0,
-        monitor: 0,
-        spin_us: 0,
-    };
+    let mut full = gil_config_t::from_settings(GilConfig::new().settings());
     // SAFETY: the first field is always there (the caller sets it).
     let size = unsafe { ptr::addr_of!((*config).struct_size).read_unaligned() } as usize;
     let min = offset_of!(gil_config_t, policy) + size_of::<gil_policy_t>();
@@ -934,7 +968,7 @@ pub extern "C" fn gil_preset_name(index: usize) -> *const c_char {
 
 /// Fills `*config_out` (all fields, `struct_size` included) with the preset
 /// named `name` (see `gil_preset_name`): policy, lazy-release threshold and
-/// the default switch interval; no callback. `GIL_ERR_UNKNOWN_POLICY` if
+/// the default switch interval; no callback. `GIL_ERR_UNKNOWN_PRESET` if
 /// there is no such preset. Any thread.
 ///
 /// # Safety
@@ -949,19 +983,9 @@ pub unsafe extern "C" fn gil_config_preset(name: *const c_char, config_out: *mut
         // SAFETY: non-NULL and NUL-terminated by the contract.
         let name = unsafe { CStr::from_ptr(name) }
             .to_str()
-            .map_err(|_| GIL_ERR_UNKNOWN_POLICY)?;
-        let preset = GilConfig::preset(name).map_err(|_| GIL_ERR_UNKNOWN_POLICY)?;
-        let gil = Gil::new(preset).map_err(map_err)?;
-        let config = gil_config_t {
-            struct_size: size_of::<gil_config_t>() as u32,
-            policy: policy_to_raw(gil.policy()),
-            switch_interval_us: gil.switch_interval_us(),
-            on_drop_request: None,
-            user_data: ptr::null_mut(),
-            lazy_release_us: gil.lazy_release_us().unwrap_or(0),
-            monitor: u32::from(gil.uses_monitor()),
-            spin_us: gil.spin_us() as u32,
-        };
+            .map_err(|_| GIL_ERR_UNKNOWN_PRESET)?;
+        let preset = GilConfig::preset(name).map_err(|_| GIL_ERR_UNKNOWN_PRESET)?;
+        let config = gil_config_t::from_settings(preset.settings());
         // SAFETY: checked non-NULL; writable by the contract.
         unsafe { config_out.write(config) };
         Ok(())
@@ -1320,6 +1344,7 @@ mod tests {
         assert_eq!(GIL_HISTOGRAM_BUCKETS, gil_core::HISTOGRAM_BUCKETS);
         assert_eq!(GIL_DEFAULT_SWITCH_INTERVAL_US, gil_core::DEFAULT_SWITCH_INTERVAL_US);
         assert_eq!(GIL_MAX_SWITCH_INTERVAL_US, gil_core::MAX_SWITCH_INTERVAL_US);
+        assert_eq!(GIL_MAX_SPIN_US, gil_core::MAX_SPIN_US);
         for &p in Policy::ALL {
             let raw = policy_to_raw(p);
             assert_eq!(policy_from_raw(raw), Ok(p), "policy {p} does not round-trip");
@@ -1331,16 +1356,44 @@ mod tests {
 
     #[test]
     fn every_result_code_has_its_own_text() {
-        let texts: Vec<_> = (0..=11u32)
+        // The numbers are dense from 0: a gap would be a reused number.
+        for (i, code) in gil_result_t::ALL.into_iter().enumerate() {
+            assert_eq!(code as u32, i as u32, "{code:?} is out of order");
+            assert_eq!(gil_result_t::from_u32(i as u32), Some(code));
+        }
+        let texts: Vec<_> = (0..gil_result_t::ALL.len() as u32)
             // SAFETY: gil_result_str always returns a static C string.
             .map(|c| unsafe { CStr::from_ptr(gil_result_str(c)) }.to_owned())
             .collect();
         // SAFETY: as above.
-        let unknown = unsafe { CStr::from_ptr(gil_result_str(10_000)) }.to_owned();
+        let unknown = unsafe { CStr::from_ptr(gil_result_str(gil_result_t::ALL.len() as u32)) }.to_owned();
         for (i, t) in texts.iter().enumerate() {
             assert_ne!(t, &unknown, "code {i} has no text");
             assert_eq!(texts.iter().filter(|u| *u == t).count(), 1, "code {i} shares its text");
         }
+    }
+
+    #[test]
+    fn a_preset_reads_back_as_its_settings() {
+        for &name in gil_core::PRESETS {
+            let mut c = std::mem::MaybeUninit::<gil_config_t>::uninit();
+            let cname = std::ffi::CString::new(name).unwrap();
+            // SAFETY: a valid name and a writable config.
+            assert_eq!(unsafe { gil_config_preset(cname.as_ptr(), c.as_mut_ptr()) }, GIL_OK);
+            // SAFETY: written on success.
+            let c = unsafe { c.assume_init() };
+            let gil = Gil::new(GilConfig::preset(name).unwrap()).unwrap();
+            assert_eq!(c.policy, policy_to_raw(gil.policy()), "{name}");
+            assert_eq!(c.switch_interval_us, gil.switch_interval_us(), "{name}");
+            assert_eq!(c.lazy_release_us, gil.lazy_release_us().unwrap_or(0), "{name}");
+            assert_eq!(c.monitor != 0, gil.uses_monitor(), "{name}");
+            assert_eq!(u64::from(c.spin_us), gil.spin_us(), "{name}");
+            assert_eq!(gil.settings(), GilConfig::preset(name).unwrap().settings(), "{name}");
+        }
+        let mut c = std::mem::MaybeUninit::<gil_config_t>::uninit();
+        // SAFETY: as above.
+        let r = unsafe { gil_config_preset(c"no-such-preset".as_ptr(), c.as_mut_ptr()) };
+        assert_eq!(r, GIL_ERR_UNKNOWN_PRESET);
     }
 
     #[test]

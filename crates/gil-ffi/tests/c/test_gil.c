@@ -419,7 +419,7 @@ static void test_presets_and_policies(void) {
     CHECK(strcmp(gil_preset_name(6), "priority-lazy-monitor") == 0);
 
     memset(&config, 0x5A, sizeof config);
-    CHECK_RESULT(gil_config_preset("no-such-preset", &config), GIL_ERR_UNKNOWN_POLICY);
+    CHECK_RESULT(gil_config_preset("no-such-preset", &config), GIL_ERR_UNKNOWN_PRESET);
     CHECK(config.struct_size == 0x5A5A5A5Au); /* untouched */
     CHECK_RESULT(gil_config_preset(NULL, &config), GIL_ERR_NULL_ARGUMENT);
 

@@ -16,8 +16,8 @@
 
 use std::cell::Cell;
 
+use crate::reason::ReleaseReason;
 use crate::sync::thread_local;
-use crate::ReleaseReason;
 
 /// Which queue a waiter joins, and whether an I/O waiter may preempt a holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use crate::{ReleaseReason, Token};
+use crate::reason::ReleaseReason;
+use crate::Token;
 
 /// What happened. `Event::token` is the thread it happened to; `Event::other`
 /// the thread on the other side, where there is one.

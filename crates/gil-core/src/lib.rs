@@ -116,6 +116,7 @@ mod config;
 mod error;
 pub mod events;
 mod gil;
+mod reason;
 mod stats;
 mod sync;
 mod token;
@@ -127,7 +128,8 @@ pub use config::{
 };
 pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind};
-pub use gil::{monitor_wakeups, Counters, Gil, ReleaseReason};
+pub use gil::{monitor_wakeups, Counters, Gil};
+pub use reason::ReleaseReason;
 pub use stats::{HistogramSnapshot, Histograms, HISTOGRAM_BUCKETS};
 pub use token::Token;
 

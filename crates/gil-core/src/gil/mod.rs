@@ -60,6 +60,7 @@ use crate::config::{
     check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US,
 };
 use crate::events::{now_ns, Event, EventHook, EventKind, HookSlot};
+use crate::reason::ReleaseReason;
 use crate::stats::{Histogram, Histograms};
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard};
 use crate::{GilConfig, GilError, Policy, Token};
@@ -79,24 +80,6 @@ const GEN_ONE: u64 = 16;
 const INSTR_HOOK: u8 = 1;
 /// `Hot::instr`: histograms are on.
 const INSTR_HIST: u8 = 2;
-
-/// Why the holder lets go of the lock. Policies depend on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ReleaseReason {
-    /// Around a blocking call (CPython: `Py_BEGIN_ALLOW_THREADS`). If a drop
-    /// request is pending it is answered like a forced release, as CPython's
-    /// `drop_gil` does. Under the priority policy the thread becomes
-    /// I/O-class; with lazy release this only marks it "in a system call".
-    Voluntary,
-    /// Answering a drop request (CPython: `_Py_HandlePending`). Does not
-    /// return until another thread has taken the lock, unless nobody waits.
-    /// Under the priority policy the thread becomes CPU-class.
-    Forced,
-    /// The thread will never take the lock again (it is exiting). Never waits,
-    /// and the token is forgotten as last holder so nobody reads a token that
-    /// may be about to dangle.
-    Final,
-}
 
 /// A snapshot of a lock's counters, all since creation (or the last
 /// [`Gil::reinit_after_fork`]).

@@ -38,7 +38,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::events::{now_ns, Event, EventHook, EventKind};
-use crate::{ReleaseReason, Token};
+use crate::reason::ReleaseReason;
+use crate::Token;
 
 /// Records the events of one lock (install [`Tracer::hook`] on it), up to a
 /// bound. (Events carry no lock: one tracer on two locks would mix their

@@ -146,32 +146,6 @@ typedef bool (*gil_abort_cb)(void *user_data);
 // A reason for `gil_release`: one of the `GIL_RELEASE_*` values.
 typedef uint32_t gil_release_reason_t;
 
-// Counters of one lock, filled by `gil_get_counters`.
-typedef struct {
-  // Set by the caller to `sizeof(gil_counters_t)` before the call.
-  uint32_t struct_size;
-  // Reserved, always 0.
-  uint32_t reserved;
-  // Successful acquisitions.
-  uint64_t acquisitions;
-  // Acquisitions by a different token than the previous holder.
-  uint64_t switches;
-  // Drop requests raised by waiters.
-  uint64_t drop_requests;
-  // Forced releases after which another thread took the lock.
-  uint64_t forced_switches;
-  // Nanoseconds spent waiting in acquisitions that did not succeed at once.
-  uint64_t wait_ns;
-  // Priority policy: immediate drop requests by I/O-class waiters.
-  uint64_t preemptions;
-  // Lazy release: voluntary releases that only marked a system call.
-  uint64_t lazy_releases;
-  // Lazy release: calls that outlasted the threshold while a thread waited.
-  uint64_t lazy_takeovers;
-  // Priority policy: CPU-class waiters served first after the starvation bound.
-  uint64_t starvation_promotions;
-} gil_counters_t;
-
 // What an event is about: one of the `GIL_EVENT_*` values.
 typedef uint32_t gil_event_kind_t;
 
@@ -209,6 +183,40 @@ typedef struct {
   uint64_t hold[GIL_HISTOGRAM_BUCKETS];
 } gil_histograms_t;
 
+// Counters of one lock, filled by `gil_get_counters`.
+typedef struct {
+  // Set by the caller to `sizeof(gil_counters_t)` before the call.
+  uint32_t struct_size;
+  // Reserved, always 0.
+  uint32_t reserved;
+  // Successful acquisitions.
+  uint64_t acquisitions;
+  // Acquisitions by a different token than the previous holder.
+  uint64_t switches;
+  // Drop requests raised by waiters.
+  uint64_t drop_requests;
+  // Forced releases after which another thread took the lock.
+  uint64_t forced_switches;
+  // Nanoseconds spent waiting in acquisitions that did not succeed at once.
+  uint64_t wait_ns;
+  // Priority policy: immediate drop requests by I/O-class waiters.
+  uint64_t preemptions;
+  // Lazy release: voluntary releases that only marked a system call.
+  uint64_t lazy_releases;
+  // Lazy release: calls that outlasted the threshold while a thread waited.
+  uint64_t lazy_takeovers;
+  // Priority policy: CPU-class waiters served first after the starvation bound.
+  uint64_t starvation_promotions;
+} gil_counters_t;
+
+// CPython 3.2–3.13's "new GIL", exactly.
+#define GIL_POLICY_CLASSIC 0
+
+// I/O-class threads (last release voluntary) before CPU-class ones (last
+// release forced); an I/O-class waiter preempts a CPU-class holder at once;
+// a CPU-class waiter is served first after 10 switch intervals.
+#define GIL_POLICY_PRIORITY 1
+
 // Around a blocking call. If a drop request is pending, it is answered like
 // `GIL_RELEASE_FORCED` (as CPython's `drop_gil`).
 #define GIL_RELEASE_VOLUNTARY 0
@@ -220,14 +228,6 @@ typedef struct {
 // The thread never takes the lock again: never waits, and the token is
 // forgotten as last holder.
 #define GIL_RELEASE_FINAL 2
-
-// CPython 3.2–3.13's "new GIL", exactly.
-#define GIL_POLICY_CLASSIC 0
-
-// I/O-class threads (last release voluntary) before CPU-class ones (last
-// release forced); an I/O-class waiter preempts a CPU-class holder at once;
-// a CPU-class waiter is served first after 10 switch intervals.
-#define GIL_POLICY_PRIORITY 1
 
 // `token` found the lock taken and started waiting.
 #define GIL_EVENT_WAIT_START 0
@@ -257,16 +257,43 @@ extern "C" {
 // The library's version, `"MAJOR.MINOR.PATCH"`, a static string. Any thread.
 const char *gil_version(void);
 
-// A static, human-readable description of `result` (also of unknown
-// codes). Any thread; never NULL.
-const char *gil_result_str(uint32_t result);
-
 // Fills `config` with the defaults and `struct_size = sizeof(gil_config_t)`.
 // Any thread; does not block.
 //
 // # Safety
 // `config` is NULL or valid for writing a `gil_config_t`.
 gil_result_t gil_config_init(gil_config_t *config);
+
+// The name of `policy` (`"classic"`, ...), a static string; NULL if the
+// value is not a known policy. Any thread.
+const char *gil_policy_name(gil_policy_t policy);
+
+// `*policy_out` = the policy named `name` (a NUL-terminated string, as
+// printed by `gil_policy_name`); `GIL_ERR_UNKNOWN_POLICY` if there is none.
+// Any thread.
+//
+// # Safety
+// `name` is NULL or a NUL-terminated string; `policy_out` is NULL or writable.
+gil_result_t gil_policy_from_name(const char *name,
+                                  gil_policy_t *policy_out);
+
+// The name of preset number `index` (0, 1, ...), a static string; NULL past
+// the last one. The presets: "classic" (CPython's GIL), "priority",
+// "lazy" (classic + lazy release), "priority-lazy", and the same timed by
+// the monitor thread: "monitor", "priority-monitor",
+// "priority-lazy-monitor". Any thread.
+const char *gil_preset_name(size_t index);
+
+// Fills `*config_out` (all fields, `struct_size` included) with the preset
+// named `name` (see `gil_preset_name`): policy, lazy-release threshold and
+// the default switch interval; no callback. `GIL_ERR_UNKNOWN_PRESET` if
+// there is no such preset. Any thread.
+//
+// # Safety
+// `name` is NULL or a NUL-terminated string; `config_out` is NULL or
+// writable for a `gil_config_t`.
+gil_result_t gil_config_preset(const char *name,
+                               gil_config_t *config_out);
 
 // Creates a free lock. `config` may be NULL for the defaults. On success
 // `*gil_out` is the new lock. Any thread; does not block.
@@ -375,6 +402,51 @@ gil_result_t gil_set_switch_interval(gil_t *gil,
 gil_result_t gil_reinit_after_fork(gil_t *gil,
                                    void *token);
 
+// Installs `callback` (with `user_data`) as the lock's event hook,
+// replacing any hook; a NULL callback removes it. Returns once no thread is
+// still inside the hook it replaced, so the caller may free that hook's
+// user data. `GIL_ERR_BUSY` while a trace is running (`gil_trace_start`),
+// which uses the same hook. `GIL_ERR_REENTRANT` from inside one of the
+// lock's callbacks (it would wait for itself). Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `callback`, if not NULL, follows
+// `gil_event_cb`'s contract with `user_data`.
+gil_result_t gil_set_event_hook(gil_t *gil,
+                                gil_event_cb callback,
+                                void *user_data);
+
+// Turns the lock's wait-time and hold-time histograms on (`on` true) or
+// off. They are off by default: hold times cost a clock read per
+// acquisition and release. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock.
+gil_result_t gil_set_histograms(gil_t *gil,
+                                bool on);
+
+// `*on_out` = whether the lock's histograms are on. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `on_out` is NULL or writable.
+gil_result_t gil_get_histograms_enabled(const gil_t *gil,
+                                        bool *on_out);
+
+// Empties the lock's histograms. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock.
+gil_result_t gil_reset_histograms(gil_t *gil);
+
+// Fills `*histograms_out`, whose `struct_size` the caller must set to
+// `sizeof(gil_histograms_t)` first. A racy snapshot. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `histograms_out` is NULL or points to a
+// writable `gil_histograms_t`.
+gil_result_t gil_get_histograms(const gil_t *gil,
+                                gil_histograms_t *histograms_out);
+
 // `*holder_out` = the token holding the lock, or NULL if it is free. For
 // observers (debuggers, profilers): a racy snapshot. Any thread.
 //
@@ -437,19 +509,6 @@ gil_result_t gil_get_policy(const gil_t *gil,
 gil_result_t gil_get_counters(const gil_t *gil,
                               gil_counters_t *counters_out);
 
-// The name of `policy` (`"classic"`, ...), a static string; NULL if the
-// value is not a known policy. Any thread.
-const char *gil_policy_name(gil_policy_t policy);
-
-// `*policy_out` = the policy named `name` (a NUL-terminated string, as
-// printed by `gil_policy_name`); `GIL_ERR_UNKNOWN_POLICY` if there is none.
-// Any thread.
-//
-// # Safety
-// `name` is NULL or a NUL-terminated string; `policy_out` is NULL or writable.
-gil_result_t gil_policy_from_name(const char *name,
-                                  gil_policy_t *policy_out);
-
 // `*us_out` = the lock's lazy-release threshold in microseconds, 0 if lazy
 // release is off. Any thread.
 //
@@ -457,24 +516,6 @@ gil_result_t gil_policy_from_name(const char *name,
 // `gil` is NULL or a live lock; `us_out` is NULL or writable.
 gil_result_t gil_get_lazy_release(const gil_t *gil,
                                   uint64_t *us_out);
-
-// The name of preset number `index` (0, 1, ...), a static string; NULL past
-// the last one. The presets: "classic" (CPython's GIL), "priority",
-// "lazy" (classic + lazy release), "priority-lazy", and the same timed by
-// the monitor thread: "monitor", "priority-monitor",
-// "priority-lazy-monitor". Any thread.
-const char *gil_preset_name(size_t index);
-
-// Fills `*config_out` (all fields, `struct_size` included) with the preset
-// named `name` (see `gil_preset_name`): policy, lazy-release threshold and
-// the default switch interval; no callback. `GIL_ERR_UNKNOWN_PRESET` if
-// there is no such preset. Any thread.
-//
-// # Safety
-// `name` is NULL or a NUL-terminated string; `config_out` is NULL or
-// writable for a `gil_config_t`.
-gil_result_t gil_config_preset(const char *name,
-                               gil_config_t *config_out);
 
 // `*monitor_out` = whether the process's monitor thread keeps this lock's
 // time. Any thread.
@@ -500,50 +541,9 @@ uint64_t gil_monitor_wakeups(void);
 // every lock in the process. Any thread.
 uint64_t gil_now_ns(void);
 
-// Installs `callback` (with `user_data`) as the lock's event hook,
-// replacing any hook; a NULL callback removes it. Returns once no thread is
-// still inside the hook it replaced, so the caller may free that hook's
-// user data. `GIL_ERR_BUSY` while a trace is running (`gil_trace_start`),
-// which uses the same hook. `GIL_ERR_REENTRANT` from inside one of the
-// lock's callbacks (it would wait for itself). Any thread.
-//
-// # Safety
-// `gil` is NULL or a live lock; `callback`, if not NULL, follows
-// `gil_event_cb`'s contract with `user_data`.
-gil_result_t gil_set_event_hook(gil_t *gil,
-                                gil_event_cb callback,
-                                void *user_data);
-
-// Turns the lock's wait-time and hold-time histograms on (`on` true) or
-// off. They are off by default: hold times cost a clock read per
-// acquisition and release. Any thread.
-//
-// # Safety
-// `gil` is NULL or a live lock.
-gil_result_t gil_set_histograms(gil_t *gil,
-                                bool on);
-
-// `*on_out` = whether the lock's histograms are on. Any thread.
-//
-// # Safety
-// `gil` is NULL or a live lock; `on_out` is NULL or writable.
-gil_result_t gil_get_histograms_enabled(const gil_t *gil,
-                                        bool *on_out);
-
-// Empties the lock's histograms. Any thread.
-//
-// # Safety
-// `gil` is NULL or a live lock.
-gil_result_t gil_reset_histograms(gil_t *gil);
-
-// Fills `*histograms_out`, whose `struct_size` the caller must set to
-// `sizeof(gil_histograms_t)` first. A racy snapshot. Any thread.
-//
-// # Safety
-// `gil` is NULL or a live lock; `histograms_out` is NULL or points to a
-// writable `gil_histograms_t`.
-gil_result_t gil_get_histograms(const gil_t *gil,
-                                gil_histograms_t *histograms_out);
+// A static, human-readable description of `result` (also of unknown
+// codes). Any thread; never NULL.
+const char *gil_result_str(uint32_t result);
 
 // Starts recording the lock's events, for a timeline written to `path`
 // by `gil_trace_stop`. The format follows the file name: `.json` for

@@ -1,0 +1,183 @@
+//! How a lock is built: `gil_config_t`, its defaults, presets and policies.
+
+use super::*;
+
+/// A scheduling policy: one of the `GIL_POLICY_*` values.
+pub type gil_policy_t = u32;
+/// CPython 3.2–3.13's "new GIL", exactly.
+pub const GIL_POLICY_CLASSIC: gil_policy_t = 0;
+/// I/O-class threads (last release voluntary) before CPU-class ones (last
+/// release forced); an I/O-class waiter preempts a CPU-class holder at once;
+/// a CPU-class waiter is served first after 10 switch intervals.
+pub const GIL_POLICY_PRIORITY: gil_policy_t = 1;
+
+/// Default switch interval, in microseconds (CPython's 5 ms).
+pub const GIL_DEFAULT_SWITCH_INTERVAL_US: u64 = 5_000;
+/// Largest accepted switch interval, in microseconds (one hour).
+pub const GIL_MAX_SWITCH_INTERVAL_US: u64 = 3_600_000_000;
+/// Largest accepted `spin_us`, in microseconds (10 ms).
+pub const GIL_MAX_SPIN_US: u64 = 10_000;
+
+/// How to build a lock. Fill it with `gil_config_init`, then change fields.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gil_config_t {
+    /// `sizeof(gil_config_t)` as the caller compiled it (set by
+    /// `gil_config_init`). Fields past it take their defaults; a size larger
+    /// than this library knows is refused with `GIL_ERR_INVALID_CONFIG`.
+    pub struct_size: u32,
+    /// One of the `GIL_POLICY_*` values. Default: `GIL_POLICY_CLASSIC`.
+    pub policy: gil_policy_t,
+    /// Microseconds a waiter waits before asking for a drop; 0 behaves as 1.
+    /// Default: `GIL_DEFAULT_SWITCH_INTERVAL_US`.
+    pub switch_interval_us: u64,
+    /// Optional; see `gil_drop_request_cb`. Default: NULL.
+    pub on_drop_request: gil_drop_request_cb,
+    /// Passed to `on_drop_request`. Default: NULL.
+    pub user_data: *mut c_void,
+    /// Lazy release around system calls: a voluntary release only marks the
+    /// thread as in a call, and another thread takes the lock over once the
+    /// call has lasted this many microseconds. 0 (the default): off, every
+    /// release is real, as in CPython.
+    pub lazy_release_us: u64,
+    /// Non-zero: the process's monitor thread keeps this lock's time and
+    /// waiters are served first come, first served (see gil-core's
+    /// `GilConfig::monitor`). Default: 0, every waiter times its own wait.
+    pub monitor: u32,
+    /// A bounded spin: microseconds a waiter that has just asked the holder
+    /// to drop watches the lock before it sleeps (at most 10000). Default:
+    /// 0, no spinning, as in CPython.
+    pub spin_us: u32,
+}
+
+impl gil_config_t {
+    /// A full-size configuration with `settings`' values and no callback:
+    /// the one place the C defaults come from (`GilConfig::new()`).
+    pub(crate) fn from_settings(settings: gil_core::Settings) -> gil_config_t {
+        gil_config_t {
+            struct_size: size_of::<gil_config_t>() as u32,
+            policy: policy_to_raw(settings.policy),
+            switch_interval_us: settings.switch_interval_us,
+            on_drop_request: None,
+            user_data: ptr::null_mut(),
+            lazy_release_us: settings.lazy_release_us.unwrap_or(0),
+            monitor: u32::from(settings.monitor),
+            // A preset's spin is at most MAX_SPIN_US, which fits.
+            spin_us: u32::try_from(settings.spin_us).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// Fills `config` with the defaults and `struct_size = sizeof(gil_config_t)`.
+/// Any thread; does not block.
+///
+/// # Safety
+/// `config` is NULL or valid for writing a `gil_config_t`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_config_init(config: *mut gil_config_t) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(config, gil_config_t::from_settings(GilConfig::new().settings())) }
+    })
+}
+
+/// Reads a caller's config of any known size; missing fields take defaults.
+///
+/// # Safety
+/// `config` is valid for reading `config.struct_size` bytes.
+pub(crate) unsafe fn read_config(config: *const gil_config_t) -> Result<gil_config_t, gil_result_t> {
+    let mut full = gil_config_t::from_settings(GilConfig::new().settings());
+    // SAFETY: the first field is always there (the caller sets it).
+    let size = unsafe { ptr::addr_of!((*config).struct_size).read_unaligned() } as usize;
+    let min = offset_of!(gil_config_t, policy) + size_of::<gil_policy_t>();
+    if size < min || size > size_of::<gil_config_t>() {
+        return Err(GIL_ERR_INVALID_CONFIG);
+    }
+    // SAFETY:
+    // - the caller's struct has `size` readable bytes (its own struct_size);
+    // - `full` has at least `size` bytes, checked above;
+    // - all-bytes-valid: u32/u64/pointer fields, and the callback is an
+    //   Option of a fn pointer, which a C NULL or function address fills.
+    unsafe { ptr::copy_nonoverlapping(config.cast::<u8>(), ptr::addr_of_mut!(full).cast::<u8>(), size) };
+    Ok(full)
+}
+
+/// The name of `policy` (`"classic"`, ...), a static string; NULL if the
+/// value is not a known policy. Any thread.
+#[no_mangle]
+pub extern "C" fn gil_policy_name(policy: gil_policy_t) -> *const c_char {
+    guard(ptr::null(), || match policy_from_raw(policy) {
+        Ok(Policy::Classic) => c"classic".as_ptr(),
+        Ok(Policy::Priority) => c"priority".as_ptr(),
+        _ => ptr::null(),
+    })
+}
+
+/// `*policy_out` = the policy named `name` (a NUL-terminated string, as
+/// printed by `gil_policy_name`); `GIL_ERR_UNKNOWN_POLICY` if there is none.
+/// Any thread.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `policy_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_policy_from_name(name: *const c_char, policy_out: *mut gil_policy_t) -> gil_result_t {
+    guard_result(|| {
+        if name.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        // SAFETY: non-NULL and NUL-terminated by the contract.
+        let name = unsafe { CStr::from_ptr(name) };
+        let policy: Policy = name
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or(GIL_ERR_UNKNOWN_POLICY)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(policy_out, policy_to_raw(policy)) }
+    })
+}
+
+/// The name of preset number `index` (0, 1, ...), a static string; NULL past
+/// the last one. The presets: "classic" (CPython's GIL), "priority",
+/// "lazy" (classic + lazy release), "priority-lazy", and the same timed by
+/// the monitor thread: "monitor", "priority-monitor",
+/// "priority-lazy-monitor". Any thread.
+#[no_mangle]
+pub extern "C" fn gil_preset_name(index: usize) -> *const c_char {
+    static NAMES: [&CStr; 7] = [
+        c"classic",
+        c"priority",
+        c"lazy",
+        c"priority-lazy",
+        c"monitor",
+        c"priority-monitor",
+        c"priority-lazy-monitor",
+    ];
+    guard(ptr::null(), || NAMES.get(index).map_or(ptr::null(), |n| n.as_ptr()))
+}
+
+/// Fills `*config_out` (all fields, `struct_size` included) with the preset
+/// named `name` (see `gil_preset_name`): policy, lazy-release threshold and
+/// the default switch interval; no callback. `GIL_ERR_UNKNOWN_PRESET` if
+/// there is no such preset. Any thread.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `config_out` is NULL or
+/// writable for a `gil_config_t`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_config_preset(name: *const c_char, config_out: *mut gil_config_t) -> gil_result_t {
+    guard_result(|| {
+        if name.is_null() || config_out.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        // SAFETY: non-NULL and NUL-terminated by the contract.
+        let name = unsafe { CStr::from_ptr(name) }
+            .to_str()
+            .map_err(|_| GIL_ERR_UNKNOWN_PRESET)?;
+        let preset = GilConfig::preset(name).map_err(|_| GIL_ERR_UNKNOWN_PRESET)?;
+        let config = gil_config_t::from_settings(preset.settings());
+        // SAFETY: checked non-NULL; writable by the contract.
+        unsafe { config_out.write(config) };
+        Ok(())
+    })
+}

@@ -1,0 +1,201 @@
+//! Observers: event hooks and histograms.
+
+use super::*;
+
+/// What an event is about: one of the `GIL_EVENT_*` values.
+pub type gil_event_kind_t = u32;
+/// `token` found the lock taken and started waiting.
+pub const GIL_EVENT_WAIT_START: gil_event_kind_t = 0;
+/// `token` took the lock.
+pub const GIL_EVENT_ACQUIRED: gil_event_kind_t = 1;
+/// `token` let go of the lock; `reason` is a `GIL_RELEASE_*` value.
+pub const GIL_EVENT_RELEASED: gil_event_kind_t = 2;
+/// The holder `token` was asked to drop the lock; `other` asked (NULL: the
+/// monitor thread).
+pub const GIL_EVENT_DROP_REQUESTED: gil_event_kind_t = 3;
+/// `token`'s forced release ended with another thread (`other`, if still
+/// known) holding the lock.
+pub const GIL_EVENT_FORCED_SWITCH: gil_event_kind_t = 4;
+/// `token`'s lazily released call outlasted the threshold and the lock was
+/// taken over, by `other` (NULL: by the monitor thread, for the waiters).
+pub const GIL_EVENT_LAZY_TAKEOVER: gil_event_kind_t = 5;
+
+/// One event, passed to a `gil_event_cb`. Valid only during the call.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gil_event_t {
+    /// A `GIL_EVENT_*` value.
+    pub kind: gil_event_kind_t,
+    /// For `GIL_EVENT_RELEASED`: a `GIL_RELEASE_*` value; otherwise 0.
+    pub reason: gil_release_reason_t,
+    /// The thread it happened to.
+    pub token: *mut c_void,
+    /// The thread on the other side, or NULL (see the kinds).
+    pub other: *mut c_void,
+    /// When, in nanoseconds of `gil_now_ns()`'s clock.
+    pub time_ns: u64,
+}
+
+/// Called as `callback(user_data, event)` for each event of a lock, on the
+/// thread it happens on, sometimes under the lock's internal mutex: it must
+/// be short and must not block. Calls on the same lock from inside it that
+/// would wait return `GIL_ERR_REENTRANT`. It may be called from any thread.
+pub type gil_event_cb = Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const gil_event_t)>;
+
+/// Number of buckets in each histogram of `gil_histograms_t`.
+pub const GIL_HISTOGRAM_BUCKETS: usize = 64;
+
+/// Histograms of one lock, filled by `gil_get_histograms`. Bucket `i`
+/// counts durations in [2^i, 2^(i+1)) nanoseconds (bucket 0 also counts 0).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gil_histograms_t {
+    /// Set by the caller to `sizeof(gil_histograms_t)` before the call.
+    pub struct_size: u32,
+    /// Reserved, always 0.
+    pub reserved: u32,
+    /// Time from asking for the lock to getting it, for waits.
+    pub wait: [u64; GIL_HISTOGRAM_BUCKETS],
+    /// Time from getting the lock to letting go of it.
+    pub hold: [u64; GIL_HISTOGRAM_BUCKETS],
+}
+
+/// The C hook and its user data, callable from any thread (the caller of
+/// `gil_set_event_hook` promises that, see `gil_event_cb`).
+pub(crate) struct EventCallback {
+    callback: unsafe extern "C" fn(*mut c_void, *const gil_event_t),
+    user_data: *mut c_void,
+}
+// SAFETY: `gil_event_cb`'s contract makes the callback and its user data
+// usable from any thread; we only pass the pointer back.
+unsafe impl Send for EventCallback {}
+// SAFETY: as above; we never dereference `user_data`.
+unsafe impl Sync for EventCallback {}
+
+impl EventCallback {
+    pub(crate) fn call(&self, e: &Event) {
+        let (kind, reason) = match e.kind {
+            EventKind::WaitStart => (GIL_EVENT_WAIT_START, 0),
+            EventKind::Acquired => (GIL_EVENT_ACQUIRED, 0),
+            EventKind::Released(r) => (GIL_EVENT_RELEASED, reason_to_raw(r)),
+            EventKind::DropRequested => (GIL_EVENT_DROP_REQUESTED, 0),
+            EventKind::ForcedSwitch => (GIL_EVENT_FORCED_SWITCH, 0),
+            EventKind::LazyTakeover => (GIL_EVENT_LAZY_TAKEOVER, 0),
+            _ => return, // a kind this C ABI does not know yet
+        };
+        let event = gil_event_t {
+            kind,
+            reason,
+            token: e.token.get() as *mut c_void,
+            other: e.other.map_or(ptr::null_mut(), |t| t.get() as *mut c_void),
+            time_ns: e.time_ns,
+        };
+        // SAFETY: the caller of gil_set_event_hook promised a callback that
+        // accepts its user data and an event pointer valid for the call.
+        unsafe { (self.callback)(self.user_data, &event) }
+    }
+}
+
+/// Installs `callback` (with `user_data`) as the lock's event hook,
+/// replacing any hook; a NULL callback removes it. Returns once no thread is
+/// still inside the hook it replaced, so the caller may free that hook's
+/// user data. `GIL_ERR_BUSY` while a trace is running (`gil_trace_start`),
+/// which uses the same hook. `GIL_ERR_REENTRANT` from inside one of the
+/// lock's callbacks (it would wait for itself). Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `callback`, if not NULL, follows
+/// `gil_event_cb`'s contract with `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_set_event_hook(
+    gil: *mut gil_t,
+    callback: gil_event_cb,
+    user_data: *mut c_void,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let handle = unsafe { handle_ref(gil) }?;
+        handle.check_not_in_callback()?;
+        let mut owner = handle.hook_owner();
+        if matches!(*owner, HookOwner::Trace { .. }) {
+            return Err(GIL_ERR_BUSY);
+        }
+        let hook = callback.map(|callback| {
+            let cb = EventCallback { callback, user_data };
+            Arc::new(move |e: &Event| cb.call(e)) as gil_core::EventHook
+        });
+        handle.gil.set_event_hook(hook.clone()).map_err(map_err)?;
+        *owner = if hook.is_some() { HookOwner::C } else { HookOwner::None };
+        Ok(())
+    })
+}
+
+/// Turns the lock's wait-time and hold-time histograms on (`on` true) or
+/// off. They are off by default: hold times cost a clock read per
+/// acquisition and release. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock.
+#[no_mangle]
+pub unsafe extern "C" fn gil_set_histograms(gil: *mut gil_t, on: bool) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { lock_ref(gil) }?.set_histograms(on);
+        Ok(())
+    })
+}
+
+/// `*on_out` = whether the lock's histograms are on. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `on_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_histograms_enabled(gil: *const gil_t, on_out: *mut bool) -> gil_result_t {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { read_into(gil, on_out, |gil| gil.histograms_enabled()) }
+}
+
+/// Empties the lock's histograms. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock.
+#[no_mangle]
+pub unsafe extern "C" fn gil_reset_histograms(gil: *mut gil_t) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { lock_ref(gil) }?.reset_histograms();
+        Ok(())
+    })
+}
+
+/// Fills `*histograms_out`, whose `struct_size` the caller must set to
+/// `sizeof(gil_histograms_t)` first. A racy snapshot. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `histograms_out` is NULL or points to a
+/// writable `gil_histograms_t`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_histograms(gil: *const gil_t, histograms_out: *mut gil_histograms_t) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        if histograms_out.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        // SAFETY: non-NULL; the first field is readable by the contract.
+        let size = unsafe { ptr::addr_of!((*histograms_out).struct_size).read_unaligned() } as usize;
+        if size != size_of::<gil_histograms_t>() {
+            return Err(GIL_ERR_INVALID_ARGUMENT);
+        }
+        let h = gil.histograms();
+        let out = gil_histograms_t {
+            struct_size: size as u32,
+            reserved: 0,
+            wait: h.wait.buckets,
+            hold: h.hold.buckets,
+        };
+        // SAFETY: non-NULL, and writable for a whole struct by the contract.
+        unsafe { histograms_out.write(out) };
+        Ok(())
+    })
+}

@@ -1,0 +1,130 @@
+//! Result codes: `gil_result_t`, its text, and the panic boundary every
+//! exported function runs inside.
+
+use super::*;
+
+/// What a call did. The numbers are fixed forever; a retired code is never
+/// reused.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum gil_result_t {
+    /// Success.
+    GIL_OK = 0,
+    /// A required pointer argument (the lock, a token, an out-pointer, a
+    /// name) was NULL.
+    GIL_ERR_NULL_ARGUMENT = 1,
+    /// Release (or handle a drop request) by a token that does not hold the lock.
+    GIL_ERR_NOT_HOLDER = 2,
+    /// Acquire by the token that already holds the lock (it is not re-entrant).
+    GIL_ERR_ALREADY_HELD = 3,
+    /// A `gil_config_t` with a bad `struct_size`, policy or switch interval,
+    /// or a switch interval out of range in `gil_set_switch_interval`.
+    GIL_ERR_INVALID_CONFIG = 4,
+    /// `gil_free` of a lock that is held or awaited (not merely reserved by
+    /// a lazy release); nothing was freed.
+    GIL_ERR_BUSY = 5,
+    /// A bug inside the library (a Rust panic), caught at the boundary.
+    GIL_ERR_PANIC = 6,
+    /// `gil_acquire_or_abort` gave up because its callback said so.
+    GIL_ERR_ABORTED = 7,
+    /// An enum-like argument (a release reason, a policy) out of range, or a
+    /// `gil_counters_t` with a bad `struct_size`.
+    GIL_ERR_INVALID_ARGUMENT = 8,
+    /// `gil_policy_from_name` does not know the name.
+    GIL_ERR_UNKNOWN_POLICY = 9,
+    /// A file could not be created or written (`gil_trace_start`,
+    /// `gil_trace_stop`).
+    GIL_ERR_IO = 10,
+    /// `gil_trace_stop` or `gil_trace_name_thread` without a running trace.
+    GIL_ERR_NOT_TRACING = 11,
+    /// A call on the lock from inside one of its own callbacks (an event
+    /// hook, the drop-request callback, an abort callback) that would wait
+    /// for the calling thread itself: acquiring, releasing, installing or
+    /// removing a hook, starting, naming in or stopping a trace, freeing.
+    /// Nothing changed.
+    GIL_ERR_REENTRANT = 12,
+    /// `gil_config_preset` does not know the name.
+    GIL_ERR_UNKNOWN_PRESET = 13,
+}
+pub use gil_result_t::*;
+
+impl gil_result_t {
+    /// Every code, for turning a number back into one.
+    pub(crate) const ALL: [gil_result_t; 14] = [
+        GIL_OK,
+        GIL_ERR_NULL_ARGUMENT,
+        GIL_ERR_NOT_HOLDER,
+        GIL_ERR_ALREADY_HELD,
+        GIL_ERR_INVALID_CONFIG,
+        GIL_ERR_BUSY,
+        GIL_ERR_PANIC,
+        GIL_ERR_ABORTED,
+        GIL_ERR_INVALID_ARGUMENT,
+        GIL_ERR_UNKNOWN_POLICY,
+        GIL_ERR_IO,
+        GIL_ERR_NOT_TRACING,
+        GIL_ERR_REENTRANT,
+        GIL_ERR_UNKNOWN_PRESET,
+    ];
+
+    /// The code numbered `n`, if there is one.
+    pub(crate) fn from_u32(n: u32) -> Option<gil_result_t> {
+        Self::ALL.into_iter().find(|r| *r as u32 == n)
+    }
+
+    /// What the code means, for people.
+    pub(crate) fn text(self) -> &'static CStr {
+        match self {
+            GIL_OK => c"ok",
+            GIL_ERR_NULL_ARGUMENT => c"a required pointer argument was NULL",
+            GIL_ERR_NOT_HOLDER => c"the calling token does not hold the lock",
+            GIL_ERR_ALREADY_HELD => c"the calling token already holds the lock (it is not re-entrant)",
+            GIL_ERR_INVALID_CONFIG => c"invalid configuration (struct_size, policy or switch interval)",
+            GIL_ERR_BUSY => c"the lock is held or awaited",
+            GIL_ERR_PANIC => c"internal error (a Rust panic was caught)",
+            GIL_ERR_ABORTED => c"the wait for the lock was aborted by the caller's callback",
+            GIL_ERR_INVALID_ARGUMENT => c"an argument is out of range",
+            GIL_ERR_UNKNOWN_POLICY => c"unknown policy name",
+            GIL_ERR_IO => c"a file could not be created or written",
+            GIL_ERR_NOT_TRACING => c"no trace is running on this lock",
+            GIL_ERR_REENTRANT => c"called from inside one of the lock's own callbacks",
+            GIL_ERR_UNKNOWN_PRESET => c"unknown preset name",
+        }
+    }
+}
+
+/// Runs `body`, turning a panic into `on_panic`.
+pub(crate) fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(on_panic)
+}
+
+/// Runs a fallible body, turning a panic into `GIL_ERR_PANIC`.
+pub(crate) fn guard_result(body: impl FnOnce() -> Result<(), gil_result_t>) -> gil_result_t {
+    guard(GIL_ERR_PANIC, || match body() {
+        Ok(()) => GIL_OK,
+        Err(code) => code,
+    })
+}
+
+pub(crate) fn map_err(e: GilError) -> gil_result_t {
+    match e {
+        GilError::NotHolder => GIL_ERR_NOT_HOLDER,
+        GilError::AlreadyHeld => GIL_ERR_ALREADY_HELD,
+        GilError::InvalidSwitchInterval(_) | GilError::InvalidLazyThreshold(_) | GilError::InvalidSpin(_) => {
+            GIL_ERR_INVALID_CONFIG
+        }
+        GilError::Busy => GIL_ERR_BUSY,
+        GilError::Aborted => GIL_ERR_ABORTED,
+        GilError::Reentrant => GIL_ERR_REENTRANT,
+        _ => GIL_ERR_PANIC,
+    }
+}
+
+/// A static, human-readable description of `result` (also of unknown
+/// codes). Any thread; never NULL.
+#[no_mangle]
+pub extern "C" fn gil_result_str(result: u32) -> *const c_char {
+    gil_result_t::from_u32(result)
+        .map_or(c"unknown result code", gil_result_t::text)
+        .as_ptr()
+}

@@ -1,0 +1,128 @@
+//! Traces written to a file (`gil_trace_*`).
+
+use super::*;
+
+/// Starts recording the lock's events, for a timeline written to `path`
+/// by `gil_trace_stop`. The format follows the file name: `.json` for
+/// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
+/// anything else is `GIL_ERR_INVALID_ARGUMENT`. The file is created (or
+/// emptied) now, so a path that cannot be written fails here with
+/// `GIL_ERR_IO`, not at the end. `title` (may be NULL; not UTF-8 is shown
+/// with replacement characters) heads the picture.
+/// At most `max_events` events are kept (0: about a million); a trace that
+/// fills up ends at the first event that did not fit. `GIL_ERR_BUSY` if a
+/// trace is already running or a C hook is installed (`gil_set_event_hook`):
+/// a trace uses the lock's event hook. `GIL_ERR_REENTRANT` from inside one
+/// of the lock's callbacks. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `path` is NULL or a NUL-terminated string;
+/// `title` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn gil_trace_start(
+    gil: *mut gil_t,
+    path: *const c_char,
+    title: *const c_char,
+    max_events: usize,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let handle = unsafe { handle_ref(gil) }?;
+        if path.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        // SAFETY: non-NULL and NUL-terminated by this function's contract.
+        let path = Path::new(OsStr::from_bytes(unsafe { CStr::from_ptr(path) }.to_bytes()));
+        let title = if title.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL, NUL-terminated by this function's contract.
+            Some(unsafe { c_str_lossy(title) }?)
+        };
+        let format = TraceFormat::from_path(path).ok_or(GIL_ERR_INVALID_ARGUMENT)?;
+        handle.check_not_in_callback()?;
+        let mut owner = handle.hook_owner();
+        if !matches!(*owner, HookOwner::None) {
+            return Err(GIL_ERR_BUSY);
+        }
+        let file = File::create(path).map_err(|_| GIL_ERR_IO)?;
+        let tracer = Tracer::new(if max_events == 0 {
+            Tracer::DEFAULT_MAX_EVENTS
+        } else {
+            max_events
+        });
+        if let Some(t) = title {
+            tracer.set_title(t);
+        }
+        handle.gil.set_event_hook(Some(tracer.hook())).map_err(map_err)?;
+        *owner = HookOwner::Trace { tracer, file, format };
+        Ok(())
+    })
+}
+
+/// Names `token`'s row in the running trace's picture (default: `thread N
+/// (0x...)`); bytes that are not UTF-8 show as replacement characters. If
+/// the token made its final release and came back, the name goes to the
+/// life it is in now. `GIL_ERR_NOT_TRACING` without a running trace;
+/// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn gil_trace_name_thread(
+    gil: *mut gil_t,
+    token: *mut c_void,
+    name: *const c_char,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let handle = unsafe { handle_ref(gil) }?;
+        let token = self::token(token)?;
+        // SAFETY: forwarded from this function's contract.
+        let name = unsafe { c_str_lossy(name) }?;
+        handle.check_not_in_callback()?;
+        match &*handle.hook_owner() {
+            HookOwner::Trace { tracer, .. } => {
+                tracer.name_thread(token, name);
+                Ok(())
+            }
+            _ => Err(GIL_ERR_NOT_TRACING),
+        }
+    })
+}
+
+/// Stops the running trace and writes it to the file given to
+/// `gil_trace_start`. `*events_out` (if `events_out` is not NULL) = the
+/// number of events written. `GIL_ERR_NOT_TRACING` without a running trace;
+/// `GIL_ERR_IO` if writing failed (the trace is stopped either way);
+/// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `events_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_trace_stop(gil: *mut gil_t, events_out: *mut u64) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let handle = unsafe { handle_ref(gil) }?;
+        handle.check_not_in_callback()?;
+        let mut owner = handle.hook_owner();
+        let HookOwner::Trace { tracer, file, format } = std::mem::replace(&mut *owner, HookOwner::None) else {
+            return Err(GIL_ERR_NOT_TRACING);
+        };
+        handle.gil.set_event_hook(None).map_err(map_err)?;
+        drop(owner);
+        let trace = tracer.finish();
+        let mut out = BufWriter::new(file);
+        let written = match format {
+            TraceFormat::ChromeJson => trace.write_chrome_json(&mut out),
+            TraceFormat::Svg => trace.write_svg(&mut out),
+        }
+        .and_then(|()| out.flush());
+        written.map_err(|_| GIL_ERR_IO)?;
+        if !events_out.is_null() {
+            // SAFETY: non-NULL, writable by this function's contract.
+            unsafe { events_out.write(trace.events.len() as u64) };
+        }
+        Ok(())
+    })
+}

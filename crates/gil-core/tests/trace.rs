@@ -182,3 +182,26 @@ fn write_to_picks_the_format_and_reports_io_errors() {
     assert!(trace.write_to(&missing, TraceFormat::Svg).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_trace_session_writes_its_file_and_refuses_unknown_formats() {
+    use gil_core::trace::TraceSession;
+    let dir = std::env::temp_dir().join(format!("gil-session-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("trace.txt");
+    let err = TraceSession::create(&bad, 0).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(!bad.exists(), "nothing is created for an unknown format");
+    let path = dir.join("trace.json");
+    let session = TraceSession::create(&path, 0).unwrap();
+    assert!(path.exists(), "the file is created at the start");
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    gil.set_event_hook(Some(session.tracer().hook())).unwrap();
+    gil.acquire(tok(1)).unwrap();
+    gil.release(tok(1), ReleaseReason::Final).unwrap();
+    gil.set_event_hook(None).unwrap();
+    assert_eq!(session.finish().unwrap(), 2, "acquired and released");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"traceEvents\""));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -15,8 +15,6 @@
 #![allow(non_camel_case_types, reason = "C names: the header is the interface")]
 
 use std::ffi::{c_char, c_void, CStr, OsStr};
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::mem::{offset_of, size_of};
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -24,7 +22,7 @@ use std::path::Path;
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use gil_core::trace::{TraceFormat, Tracer};
+use gil_core::trace::{TraceFormat, TraceSession};
 use gil_core::{Event, EventKind, Gil, GilConfig, GilError, Policy, ReleaseReason, Token};
 
 mod args;

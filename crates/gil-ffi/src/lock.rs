@@ -43,11 +43,7 @@ pub(crate) enum HookOwner {
     /// `gil_set_event_hook` installed a C callback.
     C,
     /// `gil_trace_start` is recording into this file.
-    Trace {
-        tracer: Arc<Tracer>,
-        file: File,
-        format: TraceFormat,
-    },
+    Trace(TraceSession),
 }
 
 impl gil_t {
@@ -334,9 +330,9 @@ pub unsafe extern "C" fn gil_reinit_after_fork(gil: *mut gil_t, token: *mut c_vo
         match owner {
             HookOwner::None => {}
             HookOwner::C => *handle.hook_owner() = HookOwner::C,
-            HookOwner::Trace { tracer, .. } => {
+            HookOwner::Trace(session) => {
                 handle.gil.set_event_hook(None).map_err(map_err)?;
-                tracer.discard_after_fork();
+                session.discard_after_fork();
             }
         }
         Ok(())

@@ -117,7 +117,7 @@ pub unsafe extern "C" fn gil_set_event_hook(
         let handle = unsafe { handle_ref(gil) }?;
         handle.check_not_in_callback()?;
         let mut owner = handle.hook_owner();
-        if matches!(*owner, HookOwner::Trace { .. }) {
+        if matches!(*owner, HookOwner::Trace(_)) {
             return Err(GIL_ERR_BUSY);
         }
         let hook = callback.map(|callback| {

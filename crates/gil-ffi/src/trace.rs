@@ -39,23 +39,24 @@ pub unsafe extern "C" fn gil_trace_start(
             // SAFETY: non-NULL, NUL-terminated by this function's contract.
             Some(unsafe { c_str_lossy(title) }?)
         };
-        let format = TraceFormat::from_path(path).ok_or(GIL_ERR_INVALID_ARGUMENT)?;
+        TraceFormat::from_path(path).ok_or(GIL_ERR_INVALID_ARGUMENT)?;
         handle.check_not_in_callback()?;
         let mut owner = handle.hook_owner();
         if !matches!(*owner, HookOwner::None) {
             return Err(GIL_ERR_BUSY);
         }
-        let file = File::create(path).map_err(|_| GIL_ERR_IO)?;
-        let tracer = Tracer::new(if max_events == 0 {
-            Tracer::DEFAULT_MAX_EVENTS
-        } else {
-            max_events
-        });
+        let session = TraceSession::create(path, max_events).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidInput => GIL_ERR_INVALID_ARGUMENT,
+            _ => GIL_ERR_IO,
+        })?;
         if let Some(t) = title {
-            tracer.set_title(t);
+            session.tracer().set_title(t);
         }
-        handle.gil.set_event_hook(Some(tracer.hook())).map_err(map_err)?;
-        *owner = HookOwner::Trace { tracer, file, format };
+        handle
+            .gil
+            .set_event_hook(Some(session.tracer().hook()))
+            .map_err(map_err)?;
+        *owner = HookOwner::Trace(session);
         Ok(())
     })
 }
@@ -82,8 +83,8 @@ pub unsafe extern "C" fn gil_trace_name_thread(
         let name = unsafe { c_str_lossy(name) }?;
         handle.check_not_in_callback()?;
         match &*handle.hook_owner() {
-            HookOwner::Trace { tracer, .. } => {
-                tracer.name_thread(token, name);
+            HookOwner::Trace(session) => {
+                session.tracer().name_thread(token, name);
                 Ok(())
             }
             _ => Err(GIL_ERR_NOT_TRACING),
@@ -106,22 +107,15 @@ pub unsafe extern "C" fn gil_trace_stop(gil: *mut gil_t, events_out: *mut u64) -
         let handle = unsafe { handle_ref(gil) }?;
         handle.check_not_in_callback()?;
         let mut owner = handle.hook_owner();
-        let HookOwner::Trace { tracer, file, format } = std::mem::replace(&mut *owner, HookOwner::None) else {
+        let HookOwner::Trace(session) = std::mem::replace(&mut *owner, HookOwner::None) else {
             return Err(GIL_ERR_NOT_TRACING);
         };
         handle.gil.set_event_hook(None).map_err(map_err)?;
         drop(owner);
-        let trace = tracer.finish();
-        let mut out = BufWriter::new(file);
-        let written = match format {
-            TraceFormat::ChromeJson => trace.write_chrome_json(&mut out),
-            TraceFormat::Svg => trace.write_svg(&mut out),
-        }
-        .and_then(|()| out.flush());
-        written.map_err(|_| GIL_ERR_IO)?;
+        let events = session.finish().map_err(|_| GIL_ERR_IO)?;
         if !events_out.is_null() {
             // SAFETY: non-NULL, writable by this function's contract.
-            unsafe { events_out.write(trace.events.len() as u64) };
+            unsafe { events_out.write(events as u64) };
         }
         Ok(())
     })

@@ -398,6 +398,69 @@ impl Trace {
     }
 }
 
+/// A trace recorded into a file chosen when it starts: the file is created
+/// (or emptied) at once, so a path that cannot be written fails then, not
+/// when the trace ends. What the C ABI's `gil_trace_start` and
+/// `gil_trace_stop` (and so CPython's `_rustgil.trace_start`) run on.
+#[derive(Debug)]
+pub struct TraceSession {
+    tracer: Arc<Tracer>,
+    file: File,
+    format: TraceFormat,
+}
+
+impl TraceSession {
+    /// A recorder of at most `max_events` events (0: about a million) for
+    /// `path`, whose name says the format ([`TraceFormat::from_path`]).
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::InvalidInput`] if the name asks for no known format
+    /// (nothing is created); the file's creation error otherwise.
+    pub fn create(path: &Path, max_events: usize) -> io::Result<TraceSession> {
+        let format = TraceFormat::from_path(path)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a trace file name ends in .json or .svg"))?;
+        let file = File::create(path)?;
+        let max = if max_events == 0 {
+            Tracer::DEFAULT_MAX_EVENTS
+        } else {
+            max_events
+        };
+        Ok(TraceSession {
+            tracer: Tracer::new(max),
+            file,
+            format,
+        })
+    }
+
+    /// The recorder: install its [`Tracer::hook`], name threads with it.
+    pub fn tracer(&self) -> &Arc<Tracer> {
+        &self.tracer
+    }
+
+    /// Once the hook is uninstalled: writes the trace to the file and says
+    /// how many events it holds.
+    ///
+    /// # Errors
+    /// The write's error.
+    pub fn finish(self) -> io::Result<usize> {
+        let trace = self.tracer.finish();
+        let mut out = BufWriter::new(self.file);
+        match self.format {
+            TraceFormat::ChromeJson => trace.write_chrome_json(&mut out)?,
+            TraceFormat::Svg => trace.write_svg(&mut out)?,
+        }
+        out.flush()?;
+        Ok(trace.events.len())
+    }
+
+    /// In a child process after `fork()`, once the hook is uninstalled: the
+    /// parent's trace is the parent's to write; see
+    /// [`Tracer::discard_after_fork`]. The file stays as it is.
+    pub fn discard_after_fork(self) {
+        self.tracer.discard_after_fork();
+    }
+}
+
 /// A file format for a [`Trace`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TraceFormat {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use gil_core::{Event, EventKind, Gil, GilConfig, Policy, ReleaseReason};
 
 mod common;
-use common::tok;
+use common::{a_waiter_gets_the_holder_asked, in_fork_child, tok};
 
 /// Counts `WaitStart` events, so a test can wait until a thread is queued.
 fn count_waits(gil: &Gil) -> Arc<AtomicUsize> {
@@ -240,42 +240,13 @@ fn a_monitored_lock_works_in_a_fork_child() {
     gil.release(tok(1), ReleaseReason::Forced).unwrap();
     w.join().unwrap();
     gil.acquire(tok(1)).unwrap();
-    // SAFETY: the child only uses memory it owns, starts threads (glibc
-    // allows that after fork) and leaves with `_exit`.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
+    in_fork_child(|| {
         let child = tok(0xC);
         gil.reinit_after_fork(child);
         // A waiter in the child: the drop request must come from a monitor
         // thread started in the child (the parent's did not survive).
-        let w = {
-            let gil = gil.clone();
-            thread::spawn(move || {
-                gil.acquire(tok(0xD)).unwrap();
-                gil.release(tok(0xD), ReleaseReason::Final).unwrap();
-            })
-        };
-        let t = Instant::now();
-        let mut asked = false;
-        while t.elapsed() < Duration::from_secs(30) {
-            if gil.drop_requested() {
-                asked = true;
-                break;
-            }
-            std::hint::spin_loop();
-        }
-        let ok = asked && gil.release(child, ReleaseReason::Forced).is_ok() && w.join().is_ok() && gil.is_idle();
-        // SAFETY: `_exit` ends the child without the parent's atexit handlers.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: our own child; `status` is a valid out-pointer.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child failed: {status}"
-    );
+        a_waiter_gets_the_holder_asked(&gil, child) && gil.is_idle()
+    });
     gil.release(tok(1), ReleaseReason::Final).unwrap();
 }
 

@@ -7,12 +7,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gil_core::{Event, EventKind, Gil, GilConfig, ReleaseReason};
 
 mod common;
-use common::tok;
+use common::{a_waiter_gets_the_holder_asked, in_fork_child, tok};
 
 #[test]
 fn a_lock_the_parents_monitor_listed_is_timed_in_a_fork_child() {
@@ -57,40 +57,11 @@ fn a_lock_the_parents_monitor_listed_is_timed_in_a_fork_child() {
     // Let the monitor's look at the new waiter end (its next is ~1 s away),
     // so no thread holds the lock's mutex at the fork.
     thread::sleep(Duration::from_millis(50));
-    // SAFETY: the child only uses memory it owns, starts threads (glibc
-    // allows that after fork) and leaves with `_exit`.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
+    in_fork_child(|| {
         gil.set_switch_interval_us(1_000).unwrap();
         let holder = tok(0xC);
         gil.acquire(holder).unwrap();
-        let w = {
-            let gil = gil.clone();
-            thread::spawn(move || {
-                gil.acquire(tok(0xD)).unwrap();
-                gil.release(tok(0xD), ReleaseReason::Final).unwrap();
-            })
-        };
         // Only a monitor can ask the holder to drop.
-        let t = Instant::now();
-        let mut asked = false;
-        while t.elapsed() < Duration::from_secs(30) {
-            if gil.drop_requested() {
-                asked = true;
-                break;
-            }
-            std::hint::spin_loop();
-        }
-        let ok = asked && gil.release(holder, ReleaseReason::Forced).is_ok() && w.join().is_ok();
-        // SAFETY: `_exit` ends the child without the parent's atexit handlers.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: our own child; `status` is a valid out-pointer.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child failed: {status}"
-    );
+        a_waiter_gets_the_holder_asked(&gil, holder)
+    });
 }

@@ -16,7 +16,6 @@
 
 use std::cell::Cell;
 
-use crate::reason::ReleaseReason;
 use crate::sync::thread_local;
 
 /// Which queue a waiter joins, and whether an I/O waiter may preempt a holder.
@@ -35,13 +34,6 @@ impl ThreadClass {
             ThreadClass::Cpu
         } else {
             ThreadClass::Io
-        }
-    }
-
-    pub(crate) fn after(reason: ReleaseReason) -> ThreadClass {
-        match reason {
-            ReleaseReason::Forced => ThreadClass::Cpu,
-            ReleaseReason::Voluntary | ReleaseReason::Final => ThreadClass::Io,
         }
     }
 }

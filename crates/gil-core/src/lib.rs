@@ -46,7 +46,7 @@
 //! `classic`, `priority`, `lazy`, `priority-lazy`, `monitor`,
 //! `priority-monitor`, `priority-lazy-monitor`):
 //!
-//! * [`Policy::Priority`] (module `class`): a thread that was forced to drop
+//! * [`Policy::Priority`] (rules in `policy.rs`, classes in `class.rs`): a thread that was forced to drop
 //!   (or released voluntarily only after holding a whole interval while
 //!   someone waited) is CPU-class, one that released voluntarily is I/O-class; I/O-class
 //!   waiters go first and ask a CPU-class holder to drop at once; CPU against
@@ -83,12 +83,13 @@
 //! | `gil->last_holder`                              | [`Gil::last_holder`]; plus [`Gil::holder`], the holder right now    |
 //! | `gil->switch_number`                            | [`Gil::switch_number`], bumped when a different token takes it      |
 //! | `gil->interval`                                 | [`Gil::switch_interval_us`], 0 behaving as 1 µs                      |
-//! | `gil->mutex`, `gil->cond`                       | the slow-path mutex and the waiters' condition variable             |
+//! | `gil->mutex`, `gil->cond`                       | the waiting room (`gil/room.rs`): its mutex and the waiters' condition variables (one per class; with the monitor, one per queued waiter) |
 //! | `_PY_GIL_DROP_REQUEST_BIT` in the holder's eval breaker | [`Gil::drop_requested`] and the [`DropRequestCallback`]      |
-//! | `FORCE_SWITCHING`: `switch_cond`, `switch_mutex` | a second condition variable on the same mutex; the forced releaser waits while it is still `last_holder` |
-//! | `take_gil()`                                    | [`Gil::acquire`] (and [`Gil::acquire_or_abort`] for threads that must exit) |
-//! | `drop_gil(…, final_release)`                    | [`Gil::release`] with a [`ReleaseReason`]                           |
-//! | `recreate_gil()` after fork                     | [`Gil::reinit_after_fork`]                                           |
+//! | `FORCE_SWITCHING`: `switch_cond`, `switch_mutex` | a second condition variable on the same mutex; the forced releaser waits while it is still `last_holder` (`gil/room.rs`, `release_slow`) |
+//! | `take_gil()`                                    | [`Gil::acquire`] (and [`Gil::acquire_or_abort`] for threads that must exit): the uncontended path in `gil/word.rs`, the timed waiting loop in `gil/wait.rs` (`gil/monitor.rs` with the monitor) |
+//! | `drop_gil(…, final_release)`                    | [`Gil::release`] with a [`ReleaseReason`] (`gil/mod.rs`; with waiters `gil/room.rs`; lazily `gil/lazy.rs`) |
+//! | `recreate_gil()` after fork                     | [`Gil::reinit_after_fork`] (`gil/fork.rs`)                           |
+//! | (the 2010 priority and monitor proposals)       | the rules in `policy.rs`, used by both waiting loops                 |
 //!
 //! Differences, all deliberate: acquire and release are a single CAS each
 //! when nobody waits (CPython always takes the mutex); misuse returns a
@@ -116,6 +117,7 @@ mod config;
 mod error;
 pub mod events;
 mod gil;
+mod policy;
 mod reason;
 mod stats;
 mod sync;

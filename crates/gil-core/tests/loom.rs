@@ -630,9 +630,11 @@ fn starving_cpu_waiter_goes_next() {
     // Priority policy. C makes itself CPU-class (a forced release), then
     // waits behind H (I/O-class); I, another I/O-class thread, arrives at
     // any point. Once C reaches the starvation bound, the very next
-    // acquisition is C's, whoever else waits. With the monitor, one tick is
-    // the bound under loom (the monitor's look promotes C); without it, C
-    // promotes itself after two ticks.
+    // acquisition is C's, whoever else waits. Under loom any duration has
+    // passed once the clock ticked, so one tick is the bound: with the
+    // monitor its look promotes C; without it, C promotes itself when the
+    // tick ends its wait, and a second tick lets the model go on timing the
+    // holder after the promotion.
     for (config, ticks) in [(monitored(), 1), (GilConfig::new(), 2)] {
         starvation_model(config.policy(gil_core::Policy::Priority), ticks);
     }

@@ -2,7 +2,7 @@
 //! the host's drop-request callback and an `acquire_or_abort` check all run
 //! while the lock's internal mutex is held or while the lock is in the
 //! middle of changing hands, so a call on the same lock from inside one of
-//! them would wait for itself. Such calls return [`GilError::Reentrant`]
+//! them would wait for itself. Such calls return [`GilError::Reentrant`](crate::GilError::Reentrant)
 //! instead of hanging.
 //!
 //! The record is per OS thread and costs nothing on the paths with no

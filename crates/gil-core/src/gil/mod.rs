@@ -1,85 +1,55 @@
 //! The lock: CPython's new-GIL protocol around a one-word fast path, with
-//! the priority policy and lazy release as options.
+//! the priority policy, lazy release and the monitor as options.
 //!
-//! # The lock word
+//! One concept per file:
 //!
-//! `state` is a `u64`: four flag bits and, above them, a generation that
-//! numbers lazy-release episodes.
+//! | file           | what it holds                                                          |
+//! |----------------|------------------------------------------------------------------------|
+//! | `mod.rs`       | [`Gil`]: the public calls, configuration, queries, counters             |
+//! | `word.rs`      | the lock word, its state table, and the uncontended paths              |
+//! | `room.rs`      | the waiting room: join / leave, wake-ups, drop requests, forced switching |
+//! | `wait.rs`      | waiting without the monitor: each waiter keeps its own time            |
+//! | `monitor.rs`   | waiting with the monitor: a queue, and one thread keeping the time     |
+//! | `lazy.rs`      | lazy release                                                           |
+//! | `observe.rs`   | event hook and histograms                                              |
+//! | `callbacks.rs` | which of the lock's callbacks a thread is inside (re-entry)            |
+//! | `fork.rs`      | re-creating the lock in a fork child                                   |
 //!
-//! | `state` flags              | meaning                                   | who changes it, and how                          |
-//! |----------------------------|-------------------------------------------|--------------------------------------------------|
-//! | `0`                        | free, nobody waiting                      | `acquire` fast path: CAS `0 → LOCKED`            |
-//! | `LOCKED`                   | held, nobody waiting                      | `release` fast path: CAS `LOCKED → 0`            |
-//! | `LOCKED \| WAITERS`         | held, someone waits on the mutex          | `release` goes through the mutex, wakes a waiter |
-//! | `WAITERS`                  | free, waiters being woken                 | acquisitions go through the mutex                |
-//! | `LOCKED \| SYSCALL`         | (lazy release) the holder is in a system call | its `acquire`: CAS back to `LOCKED`, same generation; a waiter: the same CAS after the threshold (a takeover) |
-//! | `+ INSTR`                  | an event hook or the histograms are on    | `set_event_hook`, `set_histograms`               |
-//!
-//! `INSTR` makes observers free when there are none: with it set, the two
-//! fast-path CASes above fail (their expected values have it clear) and the
-//! acquisition or release takes an instrumented path that reports it. Without
-//! it the uncontended paths carry no check at all.
-//! `WAITERS` mirrors "`WaitRoom::waiters() > 0`" and is only changed under
-//! the mutex. While it is set every acquisition and release takes the mutex,
-//! which is what makes the classic protocol's reasoning ("the holder cannot
-//! release while I hold the mutex", "switch_number only moves under the
-//! mutex") hold for every waiter, exactly as in CPython where *every* take
-//! and drop takes `gil->mutex`. Without waiters there is nobody to reason
-//! about, so acquire + release cost two uncontended CAS.
-//!
-//! A lazy release adds `SYSCALL` and bumps the generation, so a thread back
-//! from its call can only reclaim its own episode: if somebody took the lock
-//! over (clearing `SYSCALL`) and it was lazily released again since, the
-//! generation differs and the reclaiming CAS fails.
-//!
-//! # Holder-written fields
-//!
-//! `owner`, `last_holder`, `switch_number`, `acquisitions` and `holder_class`
-//! are written only by the thread that holds the lock, so they are bumped
-//! with a plain load + store instead of a read-modify-write; the lock's own
-//! acquire/release ordering publishes them to the next holder. Readers
-//! without the lock (debuggers, stats) get a recent value.
+//! The scheduling rules themselves (who may take, who is woken, who
+//! preempts, which class a releaser becomes, the starvation bound) are
+//! plain functions in [`crate::policy`]; the primitives and the clock come
+//! from `crate::sync`, the only place that differs under loom.
 
-use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
 mod callbacks;
+mod fork;
+mod lazy;
 mod monitor;
+mod observe;
+mod room;
+mod wait;
+mod word;
 
 pub use monitor::monitor_wakeups;
 
+use self::lazy::Lazy;
+use self::room::Slow;
+use self::word::{Hot, INSTR, LOCKED, SYSCALL, WAITERS};
 use crate::class::{self, ThreadClass};
-#[cfg(not(gil_loom))]
-use crate::config::STARVATION_INTERVALS;
 use crate::config::{
     check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US,
 };
-use crate::events::{now_ns, Event, EventHook, EventKind, HookSlot};
+use crate::events::HookSlot;
+use crate::policy;
 use crate::reason::ReleaseReason;
-use crate::stats::{Histogram, Histograms};
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Condvar, Mutex, MutexGuard};
+use crate::stats::Histogram;
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU64};
 use crate::{GilConfig, GilError, Policy, Token};
-
-/// The lock is held (or, with `SYSCALL`, reserved for a thread in a call).
-const LOCKED: u64 = 1;
-/// At least one thread waits under the mutex (or is about to).
-const WAITERS: u64 = 2;
-/// Lazy release: the holder is in a system call.
-const SYSCALL: u64 = 4;
-/// An event hook or the histograms are on (see `Hot::instr` for which).
-const INSTR: u64 = 8;
-/// One lazy-release episode in the generation above the flags.
-const GEN_ONE: u64 = 16;
-
-/// `Hot::instr`: an event hook is installed.
-const INSTR_HOOK: u8 = 1;
-/// `Hot::instr`: histograms are on.
-const INSTR_HIST: u8 = 2;
 
 /// A snapshot of a lock's counters, all since creation (or the last
 /// [`Gil::reinit_after_fork`]).
@@ -116,124 +86,6 @@ pub struct Counters {
 /// What a waiter checks when one switch interval has passed (see
 /// [`Gil::acquire_or_abort`]).
 type AbortCheck<'a> = Option<&'a mut dyn FnMut() -> bool>;
-
-/// How a lazy voluntary release went.
-enum Lazy {
-    /// The holder is marked as in a system call.
-    Done,
-    /// A drop request is pending: the release must be a real one.
-    /// `observed`: it has been reported to observers already.
-    Real { observed: bool },
-    /// Called from inside one of the lock's callbacks: nothing changed.
-    Reentrant,
-}
-
-/// Fields written on every acquisition, kept on one cache line.
-struct Hot {
-    state: AtomicU64,
-    /// The holding token, 0 if none (or in the instant around a hand-over,
-    /// or while the holder is in a lazily released system call).
-    owner: AtomicUsize,
-    /// The token that took the lock last (CPython's `last_holder`), 0 after
-    /// a final release.
-    last_holder: AtomicUsize,
-    switch_number: AtomicU64,
-    acquisitions: AtomicU64,
-    /// The holder's [`ThreadClass`] (priority policy).
-    holder_class: AtomicU8,
-    /// The token of the latest lazy-release episode.
-    syscall_owner: AtomicUsize,
-    lazy_releases: AtomicU64,
-    /// `INSTR_*` bits: what observers asked for; the `INSTR` bit of `state`
-    /// says whether any is set. (std's atomics even under loom: it is not
-    /// part of the protocol.)
-    instr: std::sync::atomic::AtomicU8,
-    /// With histograms on: when the holder took the lock (`now_ns`).
-    acquired_at: std::sync::atomic::AtomicU64,
-}
-
-/// Waiting-room bookkeeping, only touched under `Slow::mutex`.
-#[derive(Default)]
-struct WaitRoom {
-    /// I/O-class threads in `acquire_slow` (all waiters, under classic).
-    io_waiters: usize,
-    /// CPU-class threads in `acquire_slow`.
-    cpu_waiters: usize,
-    /// CPU-class waiters past the starvation bound: served before anyone.
-    starving: usize,
-    /// Forced releasers waiting for somebody to take over.
-    switch_waiters: usize,
-    /// The pending drop request was raised because the holder ran a whole
-    /// switch interval while someone waited (not to preempt it, not for a
-    /// starving waiter): priority policy, answering it makes a CPU-class
-    /// thread whatever the release reason.
-    interval_request: bool,
-    /// Monitored locks: the waiters' queue and the monitor's timing.
-    monitor: monitor::MonitorRoom,
-    /// Under loom: how many times the model's clock has ticked.
-    #[cfg(gil_loom)]
-    ticks: u64,
-}
-
-impl WaitRoom {
-    fn waiters(&self) -> usize {
-        self.io_waiters + self.cpu_waiters
-    }
-}
-
-/// The parts only the slow paths use. Replaced (never freed) by
-/// [`Gil::reinit_after_fork`], see there.
-struct Slow {
-    mutex: Mutex<WaitRoom>,
-    /// I/O-class waiters block here (every waiter, under classic); a release
-    /// signals one of them (CPython's `cond`).
-    io_cond: Condvar,
-    /// CPU-class waiters block here (priority policy only).
-    cpu_cond: Condvar,
-    /// Forced releasers block here until a switch (CPython's `switch_cond`).
-    switch_cond: Condvar,
-    /// Next entry of [`RETIRED`] once this one has been replaced.
-    next_retired: std::sync::atomic::AtomicPtr<Slow>,
-}
-
-impl Slow {
-    fn new() -> Self {
-        Slow {
-            mutex: Mutex::new(WaitRoom::default()),
-            io_cond: Condvar::new(),
-            cpu_cond: Condvar::new(),
-            switch_cond: Condvar::new(),
-            next_retired: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-        }
-    }
-
-    fn cond(&self, class: ThreadClass) -> &Condvar {
-        match class {
-            ThreadClass::Io => &self.io_cond,
-            ThreadClass::Cpu => &self.cpu_cond,
-        }
-    }
-}
-
-/// Every `Slow` replaced after a fork, kept for the life of the process (see
-/// [`Gil::reinit_after_fork`]). A list rooted in a static keeps them
-/// reachable, so leak checkers do not report a deliberate leak as lost. It
-/// is lock-free: after a fork any lock may be held by a thread that is gone.
-static RETIRED: std::sync::atomic::AtomicPtr<Slow> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-
-fn retire(old: *mut Slow) {
-    // SAFETY: `old` came from `Box::into_raw` and is never freed (it is only
-    // ever put on this list), so it stays valid for the process's life.
-    let entry = unsafe { &*old };
-    let mut head = RETIRED.load(Relaxed);
-    loop {
-        entry.next_retired.store(head, Relaxed);
-        match RETIRED.compare_exchange_weak(head, old, Release, Relaxed) {
-            Ok(_) => return,
-            Err(now) => head = now,
-        }
-    }
-}
 
 /// A global interpreter lock: one instance per interpreter (or per
 /// sub-interpreter that owns one); any number may coexist in a process.
@@ -286,18 +138,7 @@ impl Gil {
         let spin = check_spin(config.spin_us)?;
         Ok(Gil {
             inner: Arc::new(Inner {
-                hot: CachePadded::new(Hot {
-                    state: AtomicU64::new(0),
-                    owner: AtomicUsize::new(0),
-                    last_holder: AtomicUsize::new(0),
-                    switch_number: AtomicU64::new(0),
-                    acquisitions: AtomicU64::new(0),
-                    holder_class: AtomicU8::new(ThreadClass::Io as u8),
-                    syscall_owner: AtomicUsize::new(0),
-                    lazy_releases: AtomicU64::new(0),
-                    instr: std::sync::atomic::AtomicU8::new(0),
-                    acquired_at: std::sync::atomic::AtomicU64::new(0),
-                }),
+                hot: CachePadded::new(Hot::new()),
                 drop_request: CachePadded::new(AtomicBool::new(false)),
                 interval_us: AtomicU64::new(interval),
                 drop_requests: AtomicU64::new(0),
@@ -381,12 +222,7 @@ impl Gil {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
         let class = self.class_of(token);
-        let may_take = if self.inner.monitor {
-            self.may_take_unqueued(class, &room)
-        } else {
-            self.may_take(class, &room, false)
-        };
-        if !may_take || !self.try_lock_word() {
+        if !self.may_take_now(class, &room) || !self.try_lock_word() {
             return Ok(false);
         }
         self.took_over_under_mutex(token, class, slow, &mut room);
@@ -436,8 +272,8 @@ impl Gil {
     /// releasing for `reason` (see [`class`]).
     #[inline]
     fn remember_class(&self, token: Token, reason: ReleaseReason) {
-        if self.inner.policy == Policy::Priority {
-            class::remember(self.id(), token.get(), ThreadClass::after(reason));
+        if let Some(class) = policy::class_after(self.inner.policy, reason) {
+            class::remember(self.id(), token.get(), class);
         }
     }
 
@@ -568,11 +404,6 @@ impl Gil {
         self.inner.hot.state.load(Relaxed) & SYSCALL != 0
     }
 
-    /// The lock word's LOCKED bit: held, or reserved by a lazy release.
-    fn word_locked(&self) -> bool {
-        self.inner.hot.state.load(Relaxed) & LOCKED != 0
-    }
-
     /// The token holding the lock and running, if any: `None` while the
     /// lock is free or its holder is in a lazily released system call (racy
     /// by nature; for observers).
@@ -605,132 +436,6 @@ impl Gil {
             lazy_takeovers: self.inner.lazy_takeovers.load(Relaxed),
             starvation_promotions: self.inner.starvation_promotions.load(Relaxed),
         }
-    }
-
-    /// Installs `hook` (or, with `None`, removes the current one). Returns
-    /// once no thread is still running the hook it replaced, so whatever that
-    /// hook used may be freed. See [`events`](crate::events) for where hooks
-    /// run.
-    ///
-    /// # Errors
-    /// [`GilError::Reentrant`] from inside one of this lock's callbacks (it
-    /// would wait for itself to leave the hook); nothing changes.
-    pub fn set_event_hook(&self, hook: Option<EventHook>) -> Result<(), GilError> {
-        if self.in_callback() {
-            return Err(GilError::Reentrant);
-        }
-        let on = hook.is_some();
-        // Flag first when installing (an emitter that sees the flag but not
-        // yet the hook just finds the slot empty), slot first when removing.
-        if on {
-            self.set_instr(INSTR_HOOK, true);
-        }
-        self.inner.hook.set(hook);
-        if !on {
-            self.set_instr(INSTR_HOOK, false);
-        }
-        Ok(())
-    }
-
-    /// Turns an `INSTR_*` bit on or off, and `state`'s `INSTR` bit with it.
-    fn set_instr(&self, bit: u8, on: bool) {
-        let _serial = self
-            .inner
-            .observers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let hot = &*self.inner.hot;
-        if on {
-            hot.instr.fetch_or(bit, Relaxed);
-        } else {
-            hot.instr.fetch_and(!bit, Relaxed);
-        }
-        if hot.instr.load(Relaxed) != 0 {
-            hot.state.fetch_or(INSTR, Relaxed);
-        } else {
-            hot.state.fetch_and(!INSTR, Relaxed);
-        }
-    }
-
-    /// Whether an event hook is installed.
-    pub fn has_event_hook(&self) -> bool {
-        self.inner.hook.is_set()
-    }
-
-    /// Turns the wait-time and hold-time histograms on or off. Turning them
-    /// on does not clear what was recorded before; see
-    /// [`reset_histograms`](Self::reset_histograms).
-    pub fn set_histograms(&self, on: bool) {
-        self.set_instr(INSTR_HIST, on);
-    }
-
-    /// Whether the histograms are on.
-    pub fn histograms_enabled(&self) -> bool {
-        self.inner.hot.instr.load(Relaxed) & INSTR_HIST != 0
-    }
-
-    /// A snapshot of the histograms (all zero unless they were turned on).
-    pub fn histograms(&self) -> Histograms {
-        Histograms {
-            wait: self.inner.wait_hist.snapshot(),
-            hold: self.inner.hold_hist.snapshot(),
-        }
-    }
-
-    /// Empties both histograms.
-    pub fn reset_histograms(&self) {
-        self.inner.wait_hist.reset();
-        self.inner.hold_hist.reset();
-    }
-
-    /// In a child process after `fork()`: makes this a freshly initialised
-    /// lock held by `token` (the forking thread); every other thread is
-    /// forgotten, counters restart (at one acquisition and one switch, as
-    /// CPython's `recreate_gil` + `take_gil`). Interval, policy, callback and
-    /// event hook are kept (a hook that takes locks of its own must cope
-    /// with a fork: a thread of the parent may have held them).
-    ///
-    /// Call it only where no other thread can touch the lock — in the child,
-    /// before starting threads. Elsewhere it breaks mutual exclusion (it is
-    /// still memory-safe).
-    ///
-    /// The internal mutex and condition variables may have been held or
-    /// waited on by threads that do not exist in the child. They are not
-    /// reset in place: new ones are allocated and the old ones kept, unused,
-    /// for the life of the process (a few hundred bytes per fork): a
-    /// pthread mutex locked by a thread that died in the fork can neither be
-    /// used nor even destroyed.
-    pub fn reinit_after_fork(&self, token: Token) {
-        let fresh = Box::into_raw(Box::new(Slow::new()));
-        // The old `Slow` is deliberately kept forever, see above.
-        retire(self.inner.slow.swap(fresh, AcqRel));
-        self.inner.hook.reset_after_fork();
-        self.inner.drop_request.store(false, Relaxed);
-        for c in [
-            &self.inner.drop_requests,
-            &self.inner.forced_switches,
-            &self.inner.wait_ns,
-            &self.inner.preemptions,
-            &self.inner.lazy_takeovers,
-            &self.inner.starvation_promotions,
-            &self.inner.hot.lazy_releases,
-        ] {
-            c.store(0, Relaxed);
-        }
-        self.inner.hot.owner.store(token.get(), Relaxed);
-        self.inner.hot.last_holder.store(token.get(), Relaxed);
-        self.inner.hot.syscall_owner.store(0, Relaxed);
-        self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
-        self.inner.hot.switch_number.store(1, Relaxed);
-        self.inner.hot.acquisitions.store(1, Relaxed);
-        self.inner.hot.acquired_at.store(0, Relaxed);
-        self.reset_histograms();
-        let instr = if self.inner.hot.instr.load(Relaxed) != 0 {
-            INSTR
-        } else {
-            0
-        };
-        self.inner.hot.state.store(LOCKED | instr, Release);
     }
 
     /// Whether nobody holds the lock and nobody waits for it, i.e. it could
@@ -792,14 +497,13 @@ impl Gil {
     pub fn loom_tick(&self, under_mutex: impl FnOnce()) {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
-        room.ticks += 1;
+        room.clock.tick();
         if self.inner.monitor {
             self.monitor_pass_locked(&mut room);
             self.loom_wake_queued(&room);
         }
         under_mutex();
-        slow.io_cond.notify_all();
-        slow.cpu_cond.notify_all();
+        slow.wake_all();
     }
 
     // ---- internals ----------------------------------------------------
@@ -845,692 +549,6 @@ impl Gil {
             Ok(())
         }
     }
-
-    /// The uncontended paths: reclaim our own lazily released lock, or take
-    /// a free one nobody waits for.
-    #[inline]
-    fn try_fast(&self, token: Token) -> bool {
-        if self.inner.lazy_release.is_some() {
-            if let Some(before) = self.reclaim(token) {
-                // Back from a call that nobody needed the lock during: no
-                // switch happened, and the thread is still I/O-class.
-                self.inner.hot.owner.store(token.get(), Relaxed);
-                self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
-                bump(&self.inner.hot.acquisitions, 1);
-                if before & INSTR != 0 {
-                    self.observe_acquire(token);
-                }
-                return true;
-            }
-        }
-        match self.inner.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed) {
-            Ok(_) => {
-                self.became_holder(token, self.class_of(token));
-                true
-            }
-            Err(s) if s & !INSTR == 0 => self.try_fast_observed(token),
-            Err(_) => false,
-        }
-    }
-
-    /// The fast path with observers on: free and nobody waits, but `INSTR`
-    /// is set.
-    #[cold]
-    fn try_fast_observed(&self, token: Token) -> bool {
-        if self.in_callback() {
-            return false; // the slow path says why
-        }
-        let mut s = self.inner.hot.state.load(Relaxed);
-        while s & !INSTR == 0 {
-            match self
-                .inner
-                .hot
-                .state
-                .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
-            {
-                Ok(_) => {
-                    self.became_holder(token, self.class_of(token));
-                    self.observe_acquire(token);
-                    return true;
-                }
-                Err(now) => s = now,
-            }
-        }
-        false
-    }
-
-    /// Clears SYSCALL if the current episode is `token`'s own; the state
-    /// before if it did. Retries while only the other flag bits move (a waiter arriving
-    /// sets WAITERS): failing here would leave `token` waiting for its own
-    /// system call to time out.
-    #[inline]
-    fn reclaim(&self, token: Token) -> Option<u64> {
-        // Acquire: a lazy release stores `syscall_owner` before its Release
-        // CAS, so reading that CAS's value shows the matching owner.
-        let mut s = self.inner.hot.state.load(Acquire);
-        while s & SYSCALL != 0 && self.inner.hot.syscall_owner.load(Relaxed) == token.get() {
-            match self
-                .inner
-                .hot
-                .state
-                .compare_exchange_weak(s, s & !SYSCALL, Acquire, Acquire)
-            {
-                Ok(_) => return Some(s),
-                Err(now) => s = now,
-            }
-        }
-        None
-    }
-
-    /// Bookkeeping of a new holder; runs right after the lock word was won.
-    #[inline]
-    fn became_holder(&self, token: Token, class: ThreadClass) {
-        let hot = &*self.inner.hot;
-        hot.owner.store(token.get(), Relaxed);
-        hot.holder_class.store(class as u8, Relaxed);
-        if hot.last_holder.load(Relaxed) != token.get() {
-            hot.last_holder.store(token.get(), Relaxed);
-            bump(&hot.switch_number, 1);
-        }
-        bump(&hot.acquisitions, 1);
-    }
-
-    /// Observers' share of an acquisition on a path that is not the fast
-    /// one (which leaves observing to `try_fast_observed`).
-    #[inline]
-    fn observe_acquire(&self, token: Token) {
-        let instr = self.inner.hot.instr.load(Relaxed);
-        if instr != 0 {
-            self.observe_acquire_slow(instr, token);
-        }
-    }
-
-    #[cold]
-    fn observe_acquire_slow(&self, instr: u8, token: Token) {
-        let now = now_ns();
-        if instr & INSTR_HIST != 0 {
-            self.inner.hot.acquired_at.store(now, Relaxed);
-        }
-        if instr & INSTR_HOOK != 0 {
-            self.emit(|| Event {
-                kind: EventKind::Acquired,
-                token,
-                other: None,
-                time_ns: now,
-            });
-        }
-    }
-
-    #[cold]
-    fn observe_release(&self, token: Token, reason: ReleaseReason) {
-        let instr = self.inner.hot.instr.load(Relaxed);
-        let now = now_ns();
-        if instr & INSTR_HIST != 0 {
-            // 0: histograms were turned on during this hold.
-            let since = self.inner.hot.acquired_at.swap(0, Relaxed);
-            if since != 0 {
-                self.inner.hold_hist.record(now.saturating_sub(since));
-            }
-        }
-        if instr & INSTR_HOOK != 0 {
-            self.emit(|| Event {
-                kind: EventKind::Released(reason),
-                token,
-                other: None,
-                time_ns: now,
-            });
-        }
-    }
-
-    /// Sets LOCKED if it is clear; `true` if this call set it.
-    fn try_lock_word(&self) -> bool {
-        let mut s = self.inner.hot.state.load(Relaxed);
-        while s & LOCKED == 0 {
-            match self
-                .inner
-                .hot
-                .state
-                .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
-            {
-                Ok(_) => return true,
-                Err(now) => s = now,
-            }
-        }
-        false
-    }
-
-    /// Whether a waiter of `class` may take a free lock now.
-    fn may_take(&self, class: ThreadClass, room: &WaitRoom, starving: bool) -> bool {
-        match self.inner.policy {
-            Policy::Priority if room.starving > 0 => starving,
-            Policy::Priority => class == ThreadClass::Io || room.io_waiters == 0,
-            _ => true,
-        }
-    }
-
-    /// The lock word was just won under the mutex: a new holder starts with
-    /// no drop request (CPython clears the bit in `take_gil`), and forced
-    /// releasers waiting for a switch are told to look.
-    fn took_over_under_mutex(&self, token: Token, class: ThreadClass, slow: &Slow, room: &mut WaitRoom) {
-        self.inner.drop_request.store(false, Relaxed);
-        room.interval_request = false;
-        self.became_holder(token, class);
-        self.observe_acquire(token);
-        if self.inner.monitor {
-            self.watch_new_holder(room);
-        }
-        if room.switch_waiters > 0 {
-            slow.switch_cond.notify_all();
-        }
-    }
-
-    /// A lazy voluntary release: mark the holder as in a system call, unless
-    /// the release must be a real one (a drop request is pending, which
-    /// CPython answers with a forced switch).
-    #[inline]
-    fn release_lazily(&self, token: Token) -> Lazy {
-        let hot = &*self.inner.hot;
-        // Written while still the holder: nobody else writes these now.
-        hot.syscall_owner.store(token.get(), Relaxed);
-        hot.owner.store(0, Relaxed);
-        let s = hot.state.load(Relaxed);
-        if s & (WAITERS | INSTR) == 0 {
-            bump(&hot.lazy_releases, 1);
-            if hot
-                .state
-                .compare_exchange(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
-                .is_ok()
-            {
-                return Lazy::Done;
-            }
-            // A waiter (or an observer) came: undo the count.
-            hot.lazy_releases
-                .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
-        }
-        self.release_lazily_contended(token)
-    }
-
-    /// `release_lazily` when observers are on or somebody waits.
-    #[cold]
-    fn release_lazily_contended(&self, token: Token) -> Lazy {
-        let hot = &*self.inner.hot;
-        if self.in_callback() {
-            // See `release_contended`; `syscall_owner` means nothing
-            // without SYSCALL, which is clear while `token` holds the lock.
-            hot.owner.store(token.get(), Relaxed);
-            return Lazy::Reentrant;
-        }
-        let mut s = hot.state.load(Relaxed);
-        let observed = s & INSTR != 0;
-        if observed {
-            self.observe_release(token, ReleaseReason::Voluntary);
-        }
-        while s & WAITERS == 0 {
-            // Counted while still the holder (its only writer), undone if
-            // the CAS fails.
-            bump(&hot.lazy_releases, 1);
-            match hot
-                .state
-                .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
-            {
-                Ok(_) => return Lazy::Done,
-                Err(now) => {
-                    hot.lazy_releases
-                        .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
-                    s = now;
-                }
-            }
-        }
-        if self.inner.monitor {
-            // Somebody waits, and the monitor keeps the time: no mutex, no
-            // wake-up, at most a signal to the monitor.
-            if self.inner.drop_request.load(Relaxed) {
-                hot.owner.store(token.get(), Relaxed);
-                return Lazy::Real { observed };
-            }
-            bump(&hot.lazy_releases, 1);
-            let mut s = hot.state.load(Relaxed);
-            while let Err(now) = hot
-                .state
-                .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
-            {
-                s = now;
-            }
-            self.ask_monitor_to_look();
-            return Lazy::Done;
-        }
-        // Somebody waits: under the mutex, so the waiter that is woken starts
-        // timing the call right away.
-        let slow = self.slow();
-        let room = slow.mutex.lock();
-        if self.inner.drop_request.load(Relaxed) {
-            drop(room);
-            hot.owner.store(token.get(), Relaxed);
-            return Lazy::Real { observed };
-        }
-        bump(&hot.lazy_releases, 1);
-        let mut s = hot.state.load(Relaxed);
-        loop {
-            match hot
-                .state
-                .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
-            {
-                Ok(_) => break,
-                Err(now) => s = now,
-            }
-        }
-        self.wake_next(slow, &room);
-        Lazy::Done
-    }
-
-    /// Wakes the waiter that should go next.
-    fn wake_next(&self, slow: &Slow, room: &WaitRoom) {
-        if self.inner.monitor {
-            self.wake_designee(room);
-        } else if room.starving > 0 {
-            slow.cpu_cond.notify_all();
-        } else if room.io_waiters > 0 {
-            slow.io_cond.notify_one();
-        } else if room.cpu_waiters > 0 {
-            slow.cpu_cond.notify_one();
-        }
-    }
-
-    #[cold]
-    fn acquire_slow(&self, token: Token, mut should_abort: AbortCheck<'_>) -> Result<(), GilError> {
-        if self.in_callback() {
-            // The lock is held, awaited or observed while its callback runs:
-            // waiting here would wait for this very thread.
-            return Err(GilError::Reentrant);
-        }
-        if self.inner.monitor {
-            return self.acquire_slow_monitored(token, should_abort);
-        }
-        let started = Instant::now();
-        let class = self.class_of(token);
-        let slow = self.slow();
-        let mut room = slow.mutex.lock();
-        match class {
-            ThreadClass::Io => room.io_waiters += 1,
-            ThreadClass::Cpu => room.cpu_waiters += 1,
-        }
-        // Acquire: pairs with the previous releaser's Release, so `owner`
-        // reads below see its clearing store, hence 0 or the current holder.
-        self.inner.hot.state.fetch_or(WAITERS, Acquire);
-        if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-            self.emit(|| Event::now(EventKind::WaitStart, token, None));
-        }
-        let mut starving = false;
-        // The lazy-release episode being timed: (generation, first seen).
-        let mut episode: Option<(u64, Stamp)> = None;
-        // The switch number of the holder already preempted by this waiter.
-        let mut preempted: Option<u64> = None;
-        // With lazy release: since when this waiter has waited for the
-        // current holder (its switch number), across wake-ups.
-        let mut waiting_on: Option<(u64, Stamp)> = None;
-        #[cfg(gil_loom)]
-        let first_tick = room.ticks;
-        let took = loop {
-            let s = self.inner.hot.state.load(Relaxed);
-            let may_take = self.may_take(class, &room, starving);
-            if may_take && self.try_lock_word() {
-                break Ok(());
-            }
-            // What this wait is for, and the switch number at its start.
-            let mut holder_running = None;
-            let timed_out = if s & SYSCALL != 0 {
-                if self.reclaim(token).is_some() {
-                    // Our own system call (the fast path lost a race with a
-                    // waiter's arrival): just take it back.
-                    break Ok(());
-                }
-                // The holder is in a system call: take it over once the call
-                // has lasted the threshold.
-                let threshold = self.inner.lazy_release.unwrap_or_default();
-                let gen = s & !(GEN_ONE - 1);
-                let since = match episode {
-                    Some((g, since)) if g == gen => since,
-                    _ => {
-                        let now = Stamp::now(&room);
-                        episode = Some((gen, now));
-                        now
-                    }
-                };
-                if since.passed(threshold, &room)
-                    && may_take
-                    && self
-                        .inner
-                        .hot
-                        .state
-                        .compare_exchange(s, s & !SYSCALL, Acquire, Relaxed)
-                        .is_ok()
-                {
-                    bump(&self.inner.lazy_takeovers, 1);
-                    if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-                        if let Some(from) = Token::new(self.inner.hot.syscall_owner.load(Relaxed)) {
-                            self.emit(|| Event::now(EventKind::LazyTakeover, from, Some(token)));
-                        }
-                    }
-                    break Ok(());
-                }
-                // The holder's switch interval runs on while it is in short
-                // calls: a thread that is in a call most of the time but
-                // never for long must still be asked to drop. The request
-                // then only raises the flag (nobody runs to call back); the
-                // holder answers at its next release.
-                let sn = self.inner.hot.switch_number.load(Relaxed);
-                let held = holder_since(&mut waiting_on, sn, &room);
-                holder_running = Some(sn);
-                let left = since.left(threshold).min(held.left(self.interval()));
-                self.timed_wait(slow.cond(class), &mut room, left);
-                // A call that has outlasted the threshold is taken over (next
-                // round), not asked to end.
-                held.passed(self.interval(), &room) && !since.passed(threshold, &room)
-            } else if s & LOCKED == 0 {
-                // Free, but not ours to take (priority): wait to be woken.
-                self.timed_wait(slow.cond(class), &mut room, self.interval())
-            } else {
-                // Priority: an I/O-class waiter does not wait out the
-                // interval behind a CPU-class holder, and a starving CPU
-                // waiter does not wait for anybody.
-                let urgent = self.inner.policy == Policy::Priority
-                    && (starving
-                        || (class == ThreadClass::Io
-                            && ThreadClass::from_u8(self.inner.hot.holder_class.load(Relaxed)) == ThreadClass::Cpu));
-                let sn = self.inner.hot.switch_number.load(Relaxed);
-                if urgent && preempted != Some(sn) {
-                    preempted = Some(sn);
-                    if !starving {
-                        bump(&self.inner.preemptions, 1);
-                    }
-                    if let Err(panic) = self.request_drop(Some(token)) {
-                        self.leave_wait_room(slow, &mut room, class, starving);
-                        drop(room);
-                        std::panic::resume_unwind(panic);
-                    }
-                    if let Some(limit) = self.inner.spin {
-                        drop(room);
-                        self.spin_until_free(limit);
-                        room = slow.mutex.lock();
-                        continue;
-                    }
-                }
-                holder_running = Some(sn);
-                if self.inner.lazy_release.is_some() {
-                    // Every lazy release wakes a waiter (to time the call);
-                    // such wake-ups must not restart the interval, or a
-                    // thread making system calls all the time would never be
-                    // asked to drop. So the interval runs from when this
-                    // waiter started waiting on this holder.
-                    let since = holder_since(&mut waiting_on, sn, &room);
-                    let left = since.left(self.interval());
-                    self.timed_wait(slow.cond(class), &mut room, left);
-                    since.passed(self.interval(), &room)
-                } else {
-                    self.timed_wait(slow.cond(class), &mut room, self.interval())
-                }
-            };
-            if !timed_out {
-                continue;
-            }
-            if let Some(check) = should_abort.as_mut() {
-                if self.ask_abort(&mut **check) {
-                    self.leave_wait_room(slow, &mut room, class, starving);
-                    return Err(GilError::Aborted);
-                }
-            }
-            if class == ThreadClass::Cpu && self.inner.policy == Policy::Priority && !starving {
-                #[cfg(not(gil_loom))]
-                let overdue = started.elapsed() >= self.interval() * STARVATION_INTERVALS as u32;
-                #[cfg(gil_loom)]
-                let overdue = room.ticks.wrapping_sub(first_tick) >= 2;
-                if overdue {
-                    starving = true;
-                    room.starving += 1;
-                    bump(&self.inner.starvation_promotions, 1);
-                    continue;
-                }
-            }
-            // A whole interval passed with the holder running. Ask for a
-            // drop only if nobody took the lock in the meantime: after a
-            // switch the new holder gets its own full interval (CPython's
-            // rule).
-            let now = self.inner.hot.state.load(Relaxed);
-            if holder_running.is_some_and(|sn| sn == self.inner.hot.switch_number.load(Relaxed)) && now & LOCKED != 0 {
-                room.interval_request = true;
-                if let Err(panic) = self.request_drop(Some(token)) {
-                    self.leave_wait_room(slow, &mut room, class, starving);
-                    drop(room);
-                    std::panic::resume_unwind(panic);
-                }
-                if waiting_on.is_some() {
-                    // Lazy release: the holder gets a whole interval to
-                    // answer before it is asked again (as the timed waits of
-                    // the other policies give it), not a wake-up a
-                    // microsecond.
-                    waiting_on = holder_running.map(|sn| (sn, Stamp::now(&room)));
-                }
-                if let Some(limit) = self.inner.spin {
-                    drop(room);
-                    self.spin_until_free(limit);
-                    room = slow.mutex.lock();
-                }
-            }
-        };
-        took?;
-        self.unregister(&mut room, class, starving);
-        if room.waiters() == 0 {
-            self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
-        }
-        self.took_over_under_mutex(token, class, slow, &mut room);
-        self.waited(started);
-        Ok(())
-    }
-
-    /// Reports an event to the hook, if one is installed, as a callback of
-    /// this lock (see [`Gil::in_callback`]).
-    fn emit(&self, event: impl FnOnce() -> Event) {
-        let _inside = self.enter_callback();
-        self.inner.hook.emit(event);
-    }
-
-    /// Asks an `acquire_or_abort` check whether to give up, as a callback of
-    /// this lock.
-    fn ask_abort(&self, check: &mut dyn FnMut() -> bool) -> bool {
-        let _inside = self.enter_callback();
-        check()
-    }
-
-    /// Accounts a wait that ended with the lock; called under the mutex.
-    fn waited(&self, started: Instant) {
-        let waited = saturating_nanos(started.elapsed());
-        bump(&self.inner.wait_ns, waited);
-        if self.inner.hot.instr.load(Relaxed) & INSTR_HIST != 0 {
-            self.inner.wait_hist.record(waited);
-        }
-    }
-
-    fn interval(&self) -> Duration {
-        Duration::from_micros(self.inner.interval_us.load(Relaxed).max(1))
-    }
-
-    fn unregister(&self, room: &mut WaitRoom, class: ThreadClass, starving: bool) {
-        match class {
-            ThreadClass::Io => room.io_waiters -= 1,
-            ThreadClass::Cpu => room.cpu_waiters -= 1,
-        }
-        if starving {
-            room.starving -= 1;
-        }
-    }
-
-    /// Watches the lock word, without the mutex, until the lock is free or
-    /// `limit` has passed (a bounded spin; see `GilConfig::spin_us`).
-    #[cfg(not(gil_loom))]
-    fn spin_until_free(&self, limit: Duration) {
-        let start = Instant::now();
-        while self.inner.hot.state.load(Relaxed) & LOCKED != 0 && start.elapsed() < limit {
-            for _ in 0..32 {
-                std::hint::spin_loop();
-            }
-        }
-    }
-
-    /// Under loom a spin is one look: loom explores the interleavings a
-    /// longer one would allow.
-    #[cfg(gil_loom)]
-    fn spin_until_free(&self, _limit: Duration) {
-        let _ = self.inner.hot.state.load(Relaxed);
-        crate::sync::yield_now();
-    }
-
-    /// Waits on `cond` for up to `timeout`; `true` if it timed out.
-    #[cfg(not(gil_loom))]
-    fn timed_wait(&self, cond: &Condvar, room: &mut MutexGuard<'_, WaitRoom>, timeout: Duration) -> bool {
-        cond.wait_timeout(room, timeout.max(Duration::from_micros(1)))
-    }
-
-    /// Under loom, time passes only when the model's clock ticks.
-    #[cfg(gil_loom)]
-    fn timed_wait(&self, cond: &Condvar, room: &mut MutexGuard<'_, WaitRoom>, _timeout: Duration) -> bool {
-        let before = room.ticks;
-        cond.wait(room);
-        room.ticks != before
-    }
-
-    /// A waiter leaves without the lock (abort, or a panicking callback).
-    fn leave_wait_room(&self, slow: &Slow, room: &mut WaitRoom, class: ThreadClass, starving: bool) {
-        self.unregister(room, class, starving);
-        if room.waiters() == 0 {
-            self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
-            // Nobody is left to take over: a pending request is moot, and a
-            // forced releaser must stop waiting for a switch.
-            self.inner.drop_request.store(false, Relaxed);
-            room.interval_request = false;
-            if room.switch_waiters > 0 {
-                slow.switch_cond.notify_all();
-            }
-        } else if !self.word_locked() || starving {
-            // We may have consumed the wake-up meant for taking the lock, or
-            // held back the others while starving.
-            self.wake_next(slow, room);
-        }
-    }
-
-    /// Raises the drop request on the current holder. Called under the
-    /// mutex with WAITERS set, so the holder cannot finish releasing (that
-    /// needs the mutex) while the callback runs.
-    fn request_drop(&self, by: Option<Token>) -> Result<(), Box<dyn Any + Send>> {
-        let fresh = !self.inner.drop_request.swap(true, Relaxed);
-        if fresh {
-            bump(&self.inner.drop_requests, 1);
-        }
-        let owner = Token::new(self.inner.hot.owner.load(Relaxed));
-        if fresh && self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-            // Without an owner the holder is letting go right now (it cleared
-            // `owner` and waits for the mutex): the request is its.
-            if let Some(asked) = owner.or_else(|| Token::new(self.inner.hot.last_holder.load(Relaxed))) {
-                self.emit(|| Event::now(EventKind::DropRequested, asked, by));
-            }
-        }
-        // No owner: the holder is letting go (see above), or it is the
-        // instant between a fast-path CAS and its `owner` store. The flag is
-        // up either way; only the callback needs a live holder.
-        let Some(holder) = owner else {
-            return Ok(());
-        };
-        match &self.inner.on_drop_request {
-            Some(callback) => {
-                let _inside = self.enter_callback();
-                catch_unwind(AssertUnwindSafe(|| callback(holder)))
-            }
-            None => Ok(()),
-        }
-    }
-
-    #[cold]
-    fn release_slow(&self, token: Token, reason: ReleaseReason) {
-        let slow = self.slow();
-        let mut room = slow.mutex.lock();
-        let requested = self.inner.drop_request.swap(false, Relaxed);
-        let held_too_long = std::mem::take(&mut room.interval_request);
-        if requested && held_too_long && reason == ReleaseReason::Voluntary && self.inner.policy == Policy::Priority {
-            // It kept the lock a whole interval while someone waited and had
-            // to be asked: CPU-bound behaviour, whatever call it makes now.
-            // Left I/O-class, a thread whose calls return at once would
-            // preempt its successor as soon as it is back, again and again.
-            // (A request made to preempt it, or for a starving waiter, says
-            // nothing about how long it held: no change then.)
-            class::remember(self.id(), token.get(), ThreadClass::Cpu);
-        }
-        self.inner.hot.state.fetch_and(!LOCKED, Release);
-        self.wake_next(slow, &room);
-        let must_wait = match reason {
-            ReleaseReason::Final => false,
-            ReleaseReason::Forced => true,
-            ReleaseReason::Voluntary => requested,
-        };
-        if !must_wait || room.waiters() == 0 {
-            return;
-        }
-        // Forced switching: don't return (and maybe win the lock straight
-        // back) before somebody else has taken it.
-        room.switch_waiters += 1;
-        while self.inner.hot.last_holder.load(Relaxed) == token.get() && room.waiters() > 0 {
-            slow.switch_cond.wait(&mut room);
-        }
-        room.switch_waiters -= 1;
-        if self.inner.hot.last_holder.load(Relaxed) != token.get() {
-            bump(&self.inner.forced_switches, 1);
-            if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-                let to = Token::new(self.inner.hot.last_holder.load(Relaxed));
-                self.emit(|| Event::now(EventKind::ForcedSwitch, token, to));
-            }
-        }
-    }
-}
-
-/// A point in time for timing a lazy-release episode: a clock reading, or
-/// under loom the model clock's tick count.
-#[derive(Clone, Copy)]
-struct Stamp {
-    #[cfg(not(gil_loom))]
-    at: Instant,
-    #[cfg(gil_loom)]
-    tick: u64,
-}
-
-impl Stamp {
-    #[cfg(not(gil_loom))]
-    fn now(_room: &WaitRoom) -> Stamp {
-        Stamp { at: Instant::now() }
-    }
-
-    #[cfg(gil_loom)]
-    fn now(room: &WaitRoom) -> Stamp {
-        Stamp { tick: room.ticks }
-    }
-
-    #[cfg(not(gil_loom))]
-    fn passed(self, d: Duration, _room: &WaitRoom) -> bool {
-        self.at.elapsed() >= d
-    }
-
-    #[cfg(gil_loom)]
-    fn passed(self, _d: Duration, room: &WaitRoom) -> bool {
-        room.ticks != self.tick
-    }
-
-    /// How much of `d` is left since this stamp (at least 1 µs).
-    #[cfg(not(gil_loom))]
-    fn left(self, d: Duration) -> Duration {
-        d.saturating_sub(self.at.elapsed()).max(Duration::from_micros(1))
-    }
-
-    #[cfg(gil_loom)]
-    fn left(self, d: Duration) -> Duration {
-        d
-    }
 }
 
 impl Drop for Inner {
@@ -1555,19 +573,6 @@ impl std::fmt::Debug for Gil {
             .field("drop_requested", &self.drop_requested())
             .field("counters", &self.counters())
             .finish()
-    }
-}
-
-/// Lazy release: since when a waiter has waited on the holder with switch
-/// number `sn` (`waiting_on` remembers it across wake-ups).
-fn holder_since(waiting_on: &mut Option<(u64, Stamp)>, sn: u64, room: &WaitRoom) -> Stamp {
-    match *waiting_on {
-        Some((w, since)) if w == sn => since,
-        _ => {
-            let now = Stamp::now(room);
-            *waiting_on = Some((sn, now));
-            now
-        }
     }
 }
 

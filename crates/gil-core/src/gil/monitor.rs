@@ -1,5 +1,5 @@
 //! The monitor (after the 2010 GIL-monitor proposal): one thread per process
-//! keeps the time for every lock built with [`GilConfig::monitor`], instead
+//! keeps the time for every lock built with [`GilConfig::monitor`](crate::GilConfig::monitor), instead
 //! of a timed wait in every waiter.
 //!
 //! # Waiting
@@ -21,8 +21,8 @@
 //! * the holder has run a whole switch interval since it took the lock (or
 //!   since the first waiter came) without a switch: a drop request, also
 //!   while it is in a lazily released call (it answers at its next release);
-//! * the first CPU-class waiter has waited [`STARVATION_INTERVALS`]
-//!   intervals: it is marked starving, goes first, and the holder is asked
+//! * the first CPU-class waiter has waited [`STARVATION_INTERVALS`](crate::STARVATION_INTERVALS)
+//!   intervals ([`policy::starvation_bound`]): it is marked starving, goes first, and the holder is asked
 //!   to drop;
 //! * the holder's lazily released system call has lasted the threshold: the
 //!   lock is taken from it and handed to the designee.
@@ -49,11 +49,19 @@
 //! ([`Gil::monitor_pass_locked`]).
 //!
 //! Under loom there is no thread: the model's clock thread runs the same
-//! pass ([`Gil::loom_tick`]).
+//! pass (`Gil::loom_tick`).
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::time::{Duration, Instant};
 
-use super::*;
+use super::room::{first_seen, WaitRoom, Waiter};
+use super::word::{generation, LOCKED, SYSCALL};
+use super::{bump, AbortCheck, Gil};
+use crate::class::ThreadClass;
+use crate::policy::{self, Candidate};
+use crate::sync::{Condvar, Stamp};
+use crate::{GilError, Token};
 
 /// A waiter in a monitored lock's queue.
 pub(super) struct Queued {
@@ -62,6 +70,15 @@ pub(super) struct Queued {
     since: Stamp,
     starving: bool,
     cond: CondRef,
+}
+
+impl Candidate for Queued {
+    fn class(&self) -> ThreadClass {
+        self.class
+    }
+    fn starving(&self) -> bool {
+        self.starving
+    }
 }
 
 /// The queued waiter's own condition variable, which lives on its stack.
@@ -90,21 +107,17 @@ pub(super) struct MonitorRoom {
     deferred: bool,
 }
 
+impl MonitorRoom {
+    /// How many waiters are queued.
+    pub(super) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+}
+
 impl Gil {
-    /// The queued waiter a free lock goes to.
+    /// The queued waiter a free lock goes to ([`policy::designee`]).
     fn designee<'r>(&self, room: &'r WaitRoom) -> Option<&'r Queued> {
-        let queue = &room.monitor.queue;
-        if room.starving > 0 {
-            if let Some(q) = queue.iter().find(|q| q.starving) {
-                return Some(q);
-            }
-        }
-        if self.inner.policy == Policy::Priority {
-            if let Some(q) = queue.iter().find(|q| q.class == ThreadClass::Io) {
-                return Some(q);
-            }
-        }
-        queue.front()
+        policy::designee(self.inner.policy, room.census, room.monitor.queue.iter())
     }
 
     /// Wakes the designee, if any.
@@ -115,61 +128,33 @@ impl Gil {
         }
     }
 
-    /// Whether a thread that is not queued may take the free lock (see the
-    /// module docs).
-    pub(super) fn may_take_unqueued(&self, class: ThreadClass, room: &WaitRoom) -> bool {
-        let queue = &room.monitor.queue;
-        match self.inner.policy {
-            _ if queue.is_empty() => true,
-            Policy::Priority => room.starving == 0 && class == ThreadClass::Io && room.io_waiters == 0,
-            _ => false,
-        }
-    }
-
     /// A monitored lock just changed hands under the mutex: time the new holder.
     pub(super) fn watch_new_holder(&self, room: &mut WaitRoom) {
-        let now = Stamp::now(room);
+        let now = room.clock.now();
         room.monitor.watch = Some((self.inner.hot.switch_number.load(Relaxed), now));
     }
 
-    #[cold]
-    pub(super) fn acquire_slow_monitored(
-        &self,
-        token: Token,
-        mut should_abort: AbortCheck<'_>,
-    ) -> Result<(), GilError> {
-        let started = Instant::now();
-        let class = self.class_of(token);
-        let slow = self.slow();
-        let cond = Condvar::new();
-        let mut room = slow.mutex.lock();
-        match class {
-            ThreadClass::Io => room.io_waiters += 1,
-            ThreadClass::Cpu => room.cpu_waiters += 1,
-        }
-        // Acquire: as in `acquire_slow`.
-        self.inner.hot.state.fetch_or(WAITERS, Acquire);
-        if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-            self.emit(|| Event::now(EventKind::WaitStart, token, None));
-        }
+    /// Queues waiter `w`, who blocks on `cond`, and makes sure the monitor
+    /// watches the lock.
+    fn enqueue(&self, room: &mut WaitRoom, w: &mut Waiter, cond: &Condvar) {
         let ticket = room.monitor.next_ticket;
         room.monitor.next_ticket += 1;
-        let since = Stamp::now(&room);
+        w.ticket = Some(ticket);
         if room.monitor.queue.is_empty() {
             // The first waiter: the holder's interval (and its call, if it
             // is in one) is timed from now, even if the lock is still in the
             // monitor's list with a schedule made for earlier waiters.
             let sn = self.inner.hot.switch_number.load(Relaxed);
-            room.monitor.watch = Some((sn, since));
+            room.monitor.watch = Some((sn, w.since));
             room.monitor.episode = None;
             room.monitor.deferred = false;
         }
         room.monitor.queue.push_back(Queued {
             ticket,
-            class,
-            since,
+            class: w.class,
+            since: w.since,
             starving: false,
-            cond: CondRef(&cond),
+            cond: CondRef(cond),
         });
         if room.monitor.registered != Some(process::id()) {
             room.monitor.registered = process::watch(self).then(process::id);
@@ -180,93 +165,73 @@ impl Gil {
             // shortened since.
             self.ask_monitor_to_look();
         }
-        // The switch number of the holder already preempted by this waiter.
-        let mut preempted: Option<u64> = None;
-        let took: Result<(), GilError> = loop {
-            let s = self.inner.hot.state.load(Relaxed);
-            if s & SYSCALL != 0 && self.reclaim(token).is_some() {
-                break Ok(()); // our own system call: just take it back
-            }
-            if self.designee(&room).is_some_and(|q| q.ticket == ticket) && self.try_lock_word() {
-                break Ok(());
-            }
-            // Priority: an I/O-class waiter asks a CPU-class holder at once.
-            let sn = self.inner.hot.switch_number.load(Relaxed);
-            if self.inner.policy == Policy::Priority
-                && class == ThreadClass::Io
-                && s & (LOCKED | SYSCALL) == LOCKED
-                && ThreadClass::from_u8(self.inner.hot.holder_class.load(Relaxed)) == ThreadClass::Cpu
-                && preempted != Some(sn)
-            {
-                preempted = Some(sn);
-                bump(&self.inner.preemptions, 1);
-                if let Err(panic) = self.request_drop(Some(token)) {
-                    self.leave_queue(slow, &mut room, ticket, class, true);
-                    drop(room);
-                    std::panic::resume_unwind(panic);
-                }
-                if let Some(limit) = self.inner.spin {
-                    drop(room);
-                    self.spin_until_free(limit);
-                    room = slow.mutex.lock();
-                    continue;
-                }
-            }
-            let timed_out = if room.monitor.registered.is_none() {
-                // No monitor thread: keep the time ourselves.
-                let next = self.monitor_pass_locked(&mut room).unwrap_or_else(|| self.interval());
-                self.timed_wait(&cond, &mut room, next)
-            } else if should_abort.is_some() {
-                self.timed_wait(&cond, &mut room, self.interval())
-            } else {
-                cond.wait(&mut room);
-                false
-            };
-            if timed_out {
-                if let Some(check) = should_abort.as_mut() {
-                    if self.ask_abort(&mut **check) {
-                        self.leave_queue(slow, &mut room, ticket, class, true);
-                        return Err(GilError::Aborted);
-                    }
-                }
-            }
-        };
-        took?;
-        self.leave_queue(slow, &mut room, ticket, class, false);
-        self.took_over_under_mutex(token, class, slow, &mut room);
-        self.waited(started);
-        Ok(())
     }
 
-    /// Takes `ticket`'s entry out of the queue. `without_lock`: the waiter
-    /// leaves without the lock (abort, panic), so whoever should go next
-    /// instead is woken, and a forced releaser waiting for a switch that can
-    /// no longer come is let go.
-    fn leave_queue(&self, slow: &Slow, room: &mut WaitRoom, ticket: u64, class: ThreadClass, without_lock: bool) {
+    /// Takes `ticket`'s entry out of the queue (see `Gil::leave`).
+    pub(super) fn dequeue(&self, room: &mut WaitRoom, ticket: u64) -> Queued {
         let at = room
             .monitor
             .queue
             .iter()
             .position(|q| q.ticket == ticket)
             .expect("a waiter's entry stays queued until it leaves");
-        let entry = room.monitor.queue.remove(at).expect("position is in range");
-        self.unregister(room, class, entry.starving);
-        if !without_lock {
-            if room.waiters() == 0 {
-                self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
+        room.monitor.queue.remove(at).expect("position is in range")
+    }
+
+    #[cold]
+    pub(super) fn acquire_slow_monitored(
+        &self,
+        token: Token,
+        mut should_abort: AbortCheck<'_>,
+    ) -> Result<(), GilError> {
+        let started = Instant::now();
+        let policy = self.inner.policy;
+        let hot = &*self.inner.hot;
+        let slow = self.slow();
+        let cond = Condvar::new();
+        let mut room = slow.mutex.lock();
+        let mut w = self.join(&mut room, token, started);
+        self.enqueue(&mut room, &mut w, &cond);
+        // The switch number of the holder already preempted by this waiter.
+        let mut preempted: Option<u64> = None;
+        loop {
+            let s = hot.state.load(Relaxed);
+            if s & SYSCALL != 0 && self.reclaim(token).is_some() {
+                break; // our own system call: just take it back
             }
-            return;
-        }
-        if room.waiters() == 0 {
-            self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
-            self.inner.drop_request.store(false, Relaxed);
-            room.interval_request = false;
-            if room.switch_waiters > 0 {
-                slow.switch_cond.notify_all();
+            if self.designee(&room).is_some_and(|q| Some(q.ticket) == w.ticket) && self.try_lock_word() {
+                break;
             }
-        } else if !self.word_locked() {
-            self.wake_designee(room);
+            // Priority: an I/O-class waiter asks a CPU-class holder at once.
+            let sn = hot.switch_number.load(Relaxed);
+            let holder = ThreadClass::from_u8(hot.holder_class.load(Relaxed));
+            if s & (LOCKED | SYSCALL) == LOCKED && policy::preempts(policy, w.class, holder) && preempted != Some(sn) {
+                preempted = Some(sn);
+                let spun;
+                (room, spun) = self.ask_at_once(slow, room, &w, true);
+                if spun {
+                    continue;
+                }
+            }
+            let timed_out = if room.monitor.registered.is_none() {
+                // No monitor thread: keep the time ourselves.
+                let next = self.monitor_pass_locked(&mut room).unwrap_or_else(|| self.interval());
+                cond.wait_for(&mut room, next)
+            } else if should_abort.is_some() {
+                cond.wait_for(&mut room, self.interval())
+            } else {
+                cond.wait(&mut room);
+                false
+            };
+            if timed_out && self.ask_abort(&mut should_abort) {
+                self.leave(slow, &mut room, &w, false);
+                return Err(GilError::Aborted);
+            }
         }
+        self.leave(slow, &mut room, &w, true);
+        self.took_over_under_mutex(token, w.class, slow, &mut room);
+        self.waited(w.started);
+        Ok(())
     }
 
     /// One look at a monitored lock, under its mutex: raises what is due
@@ -281,7 +246,7 @@ impl Gil {
             return None;
         }
         let interval = self.interval();
-        let now = Stamp::now(room);
+        let now = room.clock.now();
         let mut next = interval;
 
         // A lazily released system call that outlasted the threshold.
@@ -289,20 +254,15 @@ impl Gil {
         let mut new_episode = false;
         match self.inner.lazy_release {
             Some(threshold) if s & SYSCALL != 0 => {
-                let gen = s & !(GEN_ONE - 1);
-                match room.monitor.episode {
-                    Some((g, since)) if g == gen => {
-                        if since.passed(threshold, room) {
-                            self.take_over_system_call(s, room);
-                        } else {
-                            next = next.min(since.left(threshold));
-                        }
-                    }
-                    _ => {
-                        room.monitor.episode = Some((gen, now));
-                        next = next.min(threshold);
-                        new_episode = true;
-                    }
+                let gen = generation(s);
+                new_episode = room.monitor.episode.is_none_or(|(g, _)| g != gen);
+                let since = first_seen(&mut room.monitor.episode, gen, &room.clock);
+                if new_episode {
+                    next = next.min(threshold);
+                } else if room.clock.passed(since, threshold) {
+                    self.take_over_system_call(s, room);
+                } else {
+                    next = next.min(room.clock.left(since, threshold));
                 }
             }
             _ => room.monitor.episode = None,
@@ -311,26 +271,16 @@ impl Gil {
         // The starvation bound: the first CPU-class waiter not yet starving
         // is the one that has waited longest.
         let mut ask = false;
-        if self.inner.policy == Policy::Priority {
-            #[cfg(not(gil_loom))]
-            let bound = interval * STARVATION_INTERVALS as u32;
-            #[cfg(gil_loom)]
-            let bound = interval;
-            let first_cpu = room
-                .monitor
-                .queue
-                .iter()
-                .position(|q| q.class == ThreadClass::Cpu && !q.starving);
-            if let Some(i) = first_cpu {
-                let since = room.monitor.queue[i].since;
-                if since.passed(bound, room) {
-                    room.monitor.queue[i].starving = true;
-                    room.starving += 1;
-                    bump(&self.inner.starvation_promotions, 1);
-                    ask = true;
-                } else {
-                    next = next.min(since.left(bound));
-                }
+        if let Some(i) = policy::next_to_starve(self.inner.policy, room.monitor.queue.iter()) {
+            let bound = policy::starvation_bound(interval);
+            let since = room.monitor.queue[i].since;
+            if room.clock.passed(since, bound) {
+                room.monitor.queue[i].starving = true;
+                room.census.starving += 1;
+                bump(&self.inner.starvation_promotions, 1);
+                ask = true;
+            } else {
+                next = next.min(room.clock.left(since, bound));
             }
         }
 
@@ -339,7 +289,7 @@ impl Gil {
         let sn = self.inner.hot.switch_number.load(Relaxed);
         match room.monitor.watch {
             Some((w, since)) if w == sn => {
-                if since.passed(interval, room) {
+                if room.clock.passed(since, interval) {
                     if new_episode && !room.monitor.deferred {
                         // The holder is in a call this look saw first: it
                         // may be long (a late look), and then the next look,
@@ -353,7 +303,7 @@ impl Gil {
                         room.monitor.watch = Some((sn, now));
                     }
                 } else {
-                    next = next.min(since.left(interval));
+                    next = next.min(room.clock.left(since, interval));
                 }
             }
             _ => {
@@ -384,24 +334,12 @@ impl Gil {
     /// `s`) and hands it to the designee. The thread in the call finds it
     /// gone when it comes back, and waits like anyone else.
     fn take_over_system_call(&self, s: u64, room: &mut WaitRoom) {
-        // AcqRel: continues the release sequence of the lazy release, so the
-        // next holder's Acquire sees what the thread did before its call.
-        if self
-            .inner
-            .hot
-            .state
-            .compare_exchange(s, s & !(SYSCALL | LOCKED), AcqRel, Relaxed)
-            .is_err()
-        {
+        if !self.take_over_call(s, true) {
             return; // it came back (or the state moved): nothing to take
         }
         bump(&self.inner.lazy_takeovers, 1);
         room.monitor.episode = None;
-        if self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0 {
-            if let Some(from) = Token::new(self.inner.hot.syscall_owner.load(Relaxed)) {
-                self.emit(|| Event::now(EventKind::LazyTakeover, from, None));
-            }
-        }
+        self.observe_takeover(None);
         self.wake_designee(room);
     }
 

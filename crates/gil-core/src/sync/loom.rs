@@ -1,12 +1,14 @@
 //! loom's model-checked primitives behind the same API as [`super::pthread`]
-//! (guards passed by `&mut`, no poisoning). Timed waits are not here: under
-//! loom a wait "times out" only when the model's clock ticks (see
-//! `Gil::loom_tick`).
+//! (guards passed by `&mut`, no poisoning). Time is a count of the model's
+//! clock ticks (see `Gil::loom_tick`): any duration has passed once the
+//! clock has ticked, and a timed wait "times out" when a tick wakes it.
 
+use super::Clocked;
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
 pub(crate) use loom::thread::yield_now;
 pub(crate) use loom::thread_local;
 use std::ops::{Deref, DerefMut};
+use std::time::Duration;
 
 /// loom's mutex (no poisoning).
 pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
@@ -50,6 +52,14 @@ impl Condvar {
         guard.0 = Some(self.0.wait(inner).unwrap_or_else(|e| e.into_inner()));
     }
 
+    /// Waits until notified; `true` if the model's clock ticked meanwhile
+    /// (the wait "timed out"; the tick notifies every waiter).
+    pub(crate) fn wait_for<T: Clocked>(&self, guard: &mut MutexGuard<'_, T>, _timeout: Duration) -> bool {
+        let before = guard.clock().ticks;
+        self.wait(guard);
+        guard.clock().ticks != before
+    }
+
     pub(crate) fn notify_one(&self) {
         self.0.notify_one();
     }
@@ -57,4 +67,42 @@ impl Condvar {
     pub(crate) fn notify_all(&self) {
         self.0.notify_all();
     }
+}
+
+/// The model's clock: how many times it has ticked.
+#[derive(Default)]
+pub(crate) struct Clock {
+    ticks: u64,
+}
+
+/// A tick count read from a [`Clock`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stamp(u64);
+
+impl Clock {
+    pub(crate) fn now(&self) -> Stamp {
+        Stamp(self.ticks)
+    }
+
+    /// Any duration has passed once the clock has ticked since `since`.
+    pub(crate) fn passed(&self, since: Stamp, _d: Duration) -> bool {
+        self.ticks != since.0
+    }
+
+    /// Time is not measured: all of `d` is left.
+    pub(crate) fn left(&self, _since: Stamp, d: Duration) -> Duration {
+        d
+    }
+
+    /// One tick of the model's clock.
+    pub(crate) fn tick(&mut self) {
+        self.ticks += 1;
+    }
+}
+
+/// A spin is one look: loom explores the interleavings a longer one would
+/// allow.
+pub(crate) fn spin_while(_limit: Duration, busy: impl Fn() -> bool) {
+    let _ = busy();
+    yield_now();
 }

@@ -14,10 +14,14 @@
 //! CPU-bound threads about twice as often as CPython 3.13 does
 //! (`docs/faithfulness.md`); with glibc's it behaves like CPython.
 //!
-//! Timed waits are the one place the two worlds differ on purpose: loom has
-//! no clock, so under loom a wait "times out" only when the model's clock
-//! thread ticks (see `Gil::loom_tick`). Whether a timeout happens before a
-//! notification is then a nondeterministic choice that loom explores.
+//! Time is the one place the two worlds differ on purpose, and it is here
+//! too: a [`Clock`] read into [`Stamp`]s, timed waits (`Condvar::wait_for`)
+//! and a bounded spin (`spin_while`). loom has no clock, so under loom the
+//! clock counts the model's ticks (see `Gil::loom_tick`): any duration has
+//! passed once it has ticked, and a wait "times out" only when a tick wakes
+//! it. Whether a timeout happens before a notification is then a
+//! nondeterministic choice that loom explores. The protocol reads the same
+//! under both.
 
 #[cfg(gil_loom)]
 mod loom;
@@ -31,3 +35,10 @@ pub(crate) use self::pthread::*;
 
 #[cfg(all(not(gil_loom), not(unix)))]
 compile_error!("gil-core needs POSIX threads (a unix target): its lock is built on pthread mutexes and condition variables, as CPython's GIL is");
+
+/// Data guarded by a mutex that timed waits on it take their time from
+/// (under loom, the tick count a wait compares before and after).
+pub(crate) trait Clocked {
+    #[cfg_attr(not(gil_loom), allow(dead_code, reason = "real timed waits read the system clock"))]
+    fn clock(&self) -> &Clock;
+}

@@ -11,9 +11,10 @@
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
 pub(crate) use std::thread_local;
 
+use super::Clocked;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A mutual-exclusion lock around a `T` (no poisoning: a panic while it is
 /// held unlocks it and leaves `T` as it was).
@@ -127,6 +128,12 @@ impl Condvar {
         debug_assert_eq!(r, 0, "pthread_cond_wait failed");
     }
 
+    /// Blocks until notified or `timeout` (at least 1 µs) has passed, for
+    /// data that carries a [`Clock`]; `true` on timeout.
+    pub(crate) fn wait_for<T: Clocked>(&self, guard: &mut MutexGuard<'_, T>, timeout: Duration) -> bool {
+        self.wait_timeout(guard, timeout.max(Duration::from_micros(1)))
+    }
+
     /// Blocks until notified or `timeout` has passed; `true` on timeout.
     pub(crate) fn wait_timeout<T>(&self, guard: &mut MutexGuard<'_, T>, timeout: Duration) -> bool {
         let deadline = deadline_after(timeout);
@@ -169,5 +176,41 @@ fn deadline_after(timeout: Duration) -> libc::timespec {
     libc::timespec {
         tv_sec: sec,
         tv_nsec: nsec,
+    }
+}
+
+/// The protocol's clock: the monotonic clock. (Under loom, a count of the
+/// model's ticks.) Kept in the data under the lock's mutex, so that the
+/// loom version can be advanced there.
+#[derive(Default)]
+pub(crate) struct Clock;
+
+/// A point in time read from a [`Clock`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stamp(Instant);
+
+impl Clock {
+    pub(crate) fn now(&self) -> Stamp {
+        Stamp(Instant::now())
+    }
+
+    /// Whether `d` has passed since `since`.
+    pub(crate) fn passed(&self, since: Stamp, d: Duration) -> bool {
+        since.0.elapsed() >= d
+    }
+
+    /// How much of `d` is left since `since` (at least 1 µs).
+    pub(crate) fn left(&self, since: Stamp, d: Duration) -> Duration {
+        d.saturating_sub(since.0.elapsed()).max(Duration::from_micros(1))
+    }
+}
+
+/// Spins, without blocking, while `busy()` holds and `limit` has not passed.
+pub(crate) fn spin_while(limit: Duration, busy: impl Fn() -> bool) {
+    let start = Instant::now();
+    while busy() && start.elapsed() < limit {
+        for _ in 0..32 {
+            std::hint::spin_loop();
+        }
     }
 }

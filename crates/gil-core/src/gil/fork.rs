@@ -1,0 +1,82 @@
+//! After `fork()`: the child re-creates the lock with the forking thread as
+//! its holder (CPython's `recreate_gil`); every other thread is gone.
+
+use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
+
+use super::room::Slow;
+use super::word::{INSTR, LOCKED};
+use super::Gil;
+use crate::class::ThreadClass;
+use crate::Token;
+
+/// Every `Slow` replaced after a fork, kept for the life of the process (see
+/// [`Gil::reinit_after_fork`]). A list rooted in a static keeps them
+/// reachable, so leak checkers do not report a deliberate leak as lost. It
+/// is lock-free: after a fork any lock may be held by a thread that is gone.
+static RETIRED: std::sync::atomic::AtomicPtr<Slow> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+fn retire(old: *mut Slow) {
+    // SAFETY: `old` came from `Box::into_raw` and is never freed (it is only
+    // ever put on this list), so it stays valid for the process's life.
+    let entry = unsafe { &*old };
+    let mut head = RETIRED.load(Relaxed);
+    loop {
+        entry.next_retired.store(head, Relaxed);
+        match RETIRED.compare_exchange_weak(head, old, Release, Relaxed) {
+            Ok(_) => return,
+            Err(now) => head = now,
+        }
+    }
+}
+
+impl Gil {
+    /// In a child process after `fork()`: makes this a freshly initialised
+    /// lock held by `token` (the forking thread); every other thread is
+    /// forgotten, counters restart (at one acquisition and one switch, as
+    /// CPython's `recreate_gil` + `take_gil`). Interval, policy, callback and
+    /// event hook are kept (a hook that takes locks of its own must cope
+    /// with a fork: a thread of the parent may have held them).
+    ///
+    /// Call it only where no other thread can touch the lock — in the child,
+    /// before starting threads. Elsewhere it breaks mutual exclusion (it is
+    /// still memory-safe).
+    ///
+    /// The internal mutex and condition variables may have been held or
+    /// waited on by threads that do not exist in the child. They are not
+    /// reset in place: new ones are allocated and the old ones kept, unused,
+    /// for the life of the process (a few hundred bytes per fork): a
+    /// pthread mutex locked by a thread that died in the fork can neither be
+    /// used nor even destroyed.
+    pub fn reinit_after_fork(&self, token: Token) {
+        let fresh = Box::into_raw(Box::new(Slow::new()));
+        // The old `Slow` is deliberately kept forever, see above.
+        retire(self.inner.slow.swap(fresh, AcqRel));
+        self.inner.hook.reset_after_fork();
+        self.inner.drop_request.store(false, Relaxed);
+        for c in [
+            &self.inner.drop_requests,
+            &self.inner.forced_switches,
+            &self.inner.wait_ns,
+            &self.inner.preemptions,
+            &self.inner.lazy_takeovers,
+            &self.inner.starvation_promotions,
+            &self.inner.hot.lazy_releases,
+        ] {
+            c.store(0, Relaxed);
+        }
+        self.inner.hot.owner.store(token.get(), Relaxed);
+        self.inner.hot.last_holder.store(token.get(), Relaxed);
+        self.inner.hot.syscall_owner.store(0, Relaxed);
+        self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
+        self.inner.hot.switch_number.store(1, Relaxed);
+        self.inner.hot.acquisitions.store(1, Relaxed);
+        self.inner.hot.acquired_at.store(0, Relaxed);
+        self.reset_histograms();
+        let instr = if self.inner.hot.instr.load(Relaxed) != 0 {
+            INSTR
+        } else {
+            0
+        };
+        self.inner.hot.state.store(LOCKED | instr, Release);
+    }
+}

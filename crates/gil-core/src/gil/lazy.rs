@@ -1,0 +1,88 @@
+//! Lazy release ([`GilConfig::lazy_release_us`](crate::GilConfig)): a
+//! voluntary release only marks the holder as in a system call (`SYSCALL`
+//! and a new generation in the lock word, see `word.rs`); the thread takes
+//! the lock back with one CAS when the call returns, and a waiter takes it
+//! over only once the call has lasted the threshold (`wait.rs`, or the
+//! monitor's look in `monitor.rs`). A pending drop request makes the
+//! release a real one, as CPython answers it with a forced switch.
+
+use std::sync::atomic::Ordering::{Relaxed, Release};
+
+use super::word::{GEN_ONE, INSTR, SYSCALL, WAITERS};
+use super::{bump, Gil};
+use crate::reason::ReleaseReason;
+use crate::Token;
+
+/// How a lazy voluntary release went.
+pub(super) enum Lazy {
+    /// The holder is marked as in a system call.
+    Done,
+    /// A drop request is pending: the release must be a real one.
+    /// `observed`: it has been reported to observers already.
+    Real { observed: bool },
+    /// Called from inside one of the lock's callbacks: nothing changed.
+    Reentrant,
+}
+
+impl Gil {
+    /// A lazy voluntary release: mark the holder as in a system call, unless
+    /// the release must be a real one (a drop request is pending).
+    #[inline]
+    pub(super) fn release_lazily(&self, token: Token) -> Lazy {
+        let hot = &*self.inner.hot;
+        // Written while still the holder: nobody else writes these now.
+        hot.syscall_owner.store(token.get(), Relaxed);
+        hot.owner.store(0, Relaxed);
+        let s = hot.state.load(Relaxed);
+        if s & (WAITERS | INSTR) == 0 {
+            bump(&hot.lazy_releases, 1);
+            if hot
+                .state
+                .compare_exchange(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
+                .is_ok()
+            {
+                return Lazy::Done;
+            }
+            // A waiter (or an observer) came: undo the count.
+            hot.lazy_releases
+                .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
+        }
+        self.release_lazily_contended(token)
+    }
+
+    /// `release_lazily` when observers are on or somebody waits.
+    #[cold]
+    fn release_lazily_contended(&self, token: Token) -> Lazy {
+        let hot = &*self.inner.hot;
+        if self.in_callback() {
+            // See `release_contended`; `syscall_owner` means nothing
+            // without SYSCALL, which is clear while `token` holds the lock.
+            hot.owner.store(token.get(), Relaxed);
+            return Lazy::Reentrant;
+        }
+        let s = hot.state.load(Relaxed);
+        let observed = s & INSTR != 0;
+        if observed {
+            self.observe_release(token, ReleaseReason::Voluntary);
+        }
+        if self.mark_in_call(s, |s| s & WAITERS == 0) {
+            return Lazy::Done;
+        }
+        // Somebody waits. The monitor keeps the time: no mutex, no
+        // wake-up, at most a signal to the monitor. Otherwise under the
+        // mutex, so the waiter that is woken starts timing the call at once.
+        let slow = self.slow();
+        let room = (!self.inner.monitor).then(|| slow.mutex.lock());
+        if self.inner.drop_request.load(Relaxed) {
+            drop(room);
+            hot.owner.store(token.get(), Relaxed);
+            return Lazy::Real { observed };
+        }
+        self.mark_in_call(hot.state.load(Relaxed), |_| true);
+        match room {
+            Some(room) => self.wake_next(slow, &room),
+            None => self.ask_monitor_to_look(),
+        }
+        Lazy::Done
+    }
+}

@@ -1,0 +1,151 @@
+//! Waiting for the lock without the monitor: each waiter keeps its own time
+//! with timed waits, as in CPython's `take_gil`. It raises the drop request
+//! after a whole switch interval without a switch, times the holder's lazily
+//! released system call and takes it over past the threshold, and (priority
+//! policy) asks a CPU-class holder at once or marks itself starving; the
+//! rules are [`crate::policy`]'s.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use super::room::first_seen;
+use super::word::{generation, LOCKED, SYSCALL};
+use super::{bump, AbortCheck, Gil};
+use crate::class::ThreadClass;
+use crate::policy;
+use crate::sync::Stamp;
+use crate::{GilError, Token};
+
+impl Gil {
+    #[cold]
+    pub(super) fn acquire_slow(&self, token: Token, mut should_abort: AbortCheck<'_>) -> Result<(), GilError> {
+        if self.in_callback() {
+            // The lock is held, awaited or observed while its callback runs:
+            // waiting here would wait for this very thread.
+            return Err(GilError::Reentrant);
+        }
+        if self.inner.monitor {
+            return self.acquire_slow_monitored(token, should_abort);
+        }
+        let started = Instant::now();
+        let policy = self.inner.policy;
+        let hot = &*self.inner.hot;
+        let slow = self.slow();
+        let mut room = slow.mutex.lock();
+        let mut w = self.join(&mut room, token, started);
+        // The lazy-release episode being timed: (generation, first seen).
+        let mut episode: Option<(u64, Stamp)> = None;
+        // The switch number of the holder already preempted by this waiter.
+        let mut preempted: Option<u64> = None;
+        // With lazy release: since when this waiter has waited for the
+        // current holder (its switch number), across wake-ups.
+        let mut waiting_on: Option<(u64, Stamp)> = None;
+        loop {
+            let s = hot.state.load(Relaxed);
+            let may_take = policy::may_take(policy, room.census, w.class, w.starving);
+            if may_take && self.try_lock_word() {
+                break;
+            }
+            let cond = slow.cond(w.class);
+            // What this wait is for, and the switch number at its start.
+            let mut holder_running = None;
+            let timed_out = if s & SYSCALL != 0 {
+                if self.reclaim(token).is_some() {
+                    // Our own system call (the fast path lost a race with a
+                    // waiter's arrival): just take it back.
+                    break;
+                }
+                // The holder is in a system call: take it over once the call
+                // has lasted the threshold.
+                let threshold = self.inner.lazy_release.unwrap_or_default();
+                let since = first_seen(&mut episode, generation(s), &room.clock);
+                if room.clock.passed(since, threshold) && may_take && self.take_over_call(s, false) {
+                    bump(&self.inner.lazy_takeovers, 1);
+                    self.observe_takeover(Some(token));
+                    break;
+                }
+                // The holder's switch interval runs on while it is in short
+                // calls: a thread that is in a call most of the time but
+                // never for long must still be asked to drop. The request
+                // then only raises the flag (nobody runs to call back); the
+                // holder answers at its next release.
+                let sn = hot.switch_number.load(Relaxed);
+                let held = first_seen(&mut waiting_on, sn, &room.clock);
+                holder_running = Some(sn);
+                let left = room
+                    .clock
+                    .left(since, threshold)
+                    .min(room.clock.left(held, self.interval()));
+                cond.wait_for(&mut room, left);
+                // A call that has outlasted the threshold is taken over (next
+                // round), not asked to end.
+                room.clock.passed(held, self.interval()) && !room.clock.passed(since, threshold)
+            } else if s & LOCKED == 0 {
+                // Free, but not ours to take (priority): wait to be woken.
+                cond.wait_for(&mut room, self.interval())
+            } else {
+                let holder = ThreadClass::from_u8(hot.holder_class.load(Relaxed));
+                let sn = hot.switch_number.load(Relaxed);
+                if policy::urgent(policy, w.class, holder, w.starving) && preempted != Some(sn) {
+                    preempted = Some(sn);
+                    // A starving waiter asks for itself, not to preempt.
+                    let spun;
+                    (room, spun) = self.ask_at_once(slow, room, &w, !w.starving);
+                    if spun {
+                        continue;
+                    }
+                }
+                holder_running = Some(sn);
+                if self.inner.lazy_release.is_some() {
+                    // Every lazy release wakes a waiter (to time the call);
+                    // such wake-ups must not restart the interval, or a
+                    // thread making system calls all the time would never be
+                    // asked to drop. So the interval runs from when this
+                    // waiter started waiting on this holder.
+                    let since = first_seen(&mut waiting_on, sn, &room.clock);
+                    let left = room.clock.left(since, self.interval());
+                    cond.wait_for(&mut room, left);
+                    room.clock.passed(since, self.interval())
+                } else {
+                    cond.wait_for(&mut room, self.interval())
+                }
+            };
+            if !timed_out {
+                continue;
+            }
+            if self.ask_abort(&mut should_abort) {
+                self.leave(slow, &mut room, &w, false);
+                return Err(GilError::Aborted);
+            }
+            if policy::may_starve(policy, w.class, w.starving)
+                && room.clock.passed(w.since, policy::starvation_bound(self.interval()))
+            {
+                w.starving = true;
+                room.census.starving += 1;
+                bump(&self.inner.starvation_promotions, 1);
+                continue;
+            }
+            // A whole interval passed with the holder running. Ask for a
+            // drop only if nobody took the lock in the meantime: after a
+            // switch the new holder gets its own full interval (CPython's
+            // rule).
+            let now = hot.state.load(Relaxed);
+            if holder_running.is_some_and(|sn| sn == hot.switch_number.load(Relaxed)) && now & LOCKED != 0 {
+                room.interval_request = true;
+                self.request_drop_for(slow, &mut room, &w);
+                if waiting_on.is_some() {
+                    // Lazy release: the holder gets a whole interval to
+                    // answer before it is asked again (as the timed waits of
+                    // the other policies give it), not a wake-up a
+                    // microsecond.
+                    waiting_on = holder_running.map(|sn| (sn, room.clock.now()));
+                }
+                (room, _) = self.spin_for_release(slow, room);
+            }
+        }
+        self.leave(slow, &mut room, &w, true);
+        self.took_over_under_mutex(token, w.class, slow, &mut room);
+        self.waited(w.started);
+        Ok(())
+    }
+}

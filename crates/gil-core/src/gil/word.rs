@@ -1,0 +1,256 @@
+//! The lock word and the paths that need nothing else: taking a free lock
+//! nobody waits for, and reclaiming one's own lazily released lock.
+//!
+//! # The lock word
+//!
+//! `state` is a `u64`: four flag bits and, above them, a generation that
+//! numbers lazy-release episodes.
+//!
+//! | `state` flags              | meaning                                   | who changes it, and how                          |
+//! |----------------------------|-------------------------------------------|--------------------------------------------------|
+//! | `0`                        | free, nobody waiting                      | `acquire` fast path: CAS `0 → LOCKED`            |
+//! | `LOCKED`                   | held, nobody waiting                      | `release` fast path: CAS `LOCKED → 0`            |
+//! | `LOCKED \| WAITERS`         | held, someone waits on the mutex          | `release` goes through the mutex, wakes a waiter |
+//! | `WAITERS`                  | free, waiters being woken                 | acquisitions go through the mutex                |
+//! | `LOCKED \| SYSCALL`         | (lazy release) the holder is in a system call | its `acquire`: CAS back to `LOCKED`, same generation; a waiter: the same CAS after the threshold (a takeover) |
+//! | `+ INSTR`                  | an event hook or the histograms are on    | `set_event_hook`, `set_histograms`               |
+//!
+//! `INSTR` makes observers free when there are none: with it set, the two
+//! fast-path CASes above fail (their expected values have it clear) and the
+//! acquisition or release takes an instrumented path that reports it. Without
+//! it the uncontended paths carry no check at all.
+//! `WAITERS` mirrors "the waiting room's census is not empty" and is only
+//! changed under the mutex. While it is set every acquisition and release
+//! takes the mutex, which is what makes the classic protocol's reasoning
+//! ("the holder cannot release while I hold the mutex", "switch_number only
+//! moves under the mutex") hold for every waiter, exactly as in CPython
+//! where *every* take and drop takes `gil->mutex`. Without waiters there is
+//! nobody to reason about, so acquire + release cost two uncontended CAS.
+//!
+//! A lazy release adds `SYSCALL` and bumps the generation, so a thread back
+//! from its call can only reclaim its own episode: if somebody took the lock
+//! over (clearing `SYSCALL`) and it was lazily released again since, the
+//! generation differs and the reclaiming CAS fails.
+//!
+//! # Holder-written fields
+//!
+//! `owner`, `last_holder`, `switch_number`, `acquisitions` and `holder_class`
+//! are written only by the thread that holds the lock, so they are bumped
+//! with a plain load + store instead of a read-modify-write; the lock's own
+//! acquire/release ordering publishes them to the next holder. Readers
+//! without the lock (debuggers, stats) get a recent value.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use super::{bump, Gil};
+use crate::class::ThreadClass;
+use crate::sync::{AtomicU64, AtomicU8, AtomicUsize};
+use crate::Token;
+
+/// The lock is held (or, with `SYSCALL`, reserved for a thread in a call).
+pub(super) const LOCKED: u64 = 1;
+/// At least one thread waits under the mutex (or is about to).
+pub(super) const WAITERS: u64 = 2;
+/// Lazy release: the holder is in a system call.
+pub(super) const SYSCALL: u64 = 4;
+/// An event hook or the histograms are on (see `Hot::instr` for which).
+pub(super) const INSTR: u64 = 8;
+/// One lazy-release episode in the generation above the flags.
+pub(super) const GEN_ONE: u64 = 16;
+
+/// The generation of lazy-release episodes in a lock word.
+pub(super) fn generation(s: u64) -> u64 {
+    s & !(GEN_ONE - 1)
+}
+
+/// Fields written on every acquisition, kept on one cache line.
+pub(super) struct Hot {
+    pub(super) state: AtomicU64,
+    /// The holding token, 0 if none (or in the instant around a hand-over,
+    /// or while the holder is in a lazily released system call).
+    pub(super) owner: AtomicUsize,
+    /// The token that took the lock last (CPython's `last_holder`), 0 after
+    /// a final release.
+    pub(super) last_holder: AtomicUsize,
+    pub(super) switch_number: AtomicU64,
+    pub(super) acquisitions: AtomicU64,
+    /// The holder's [`ThreadClass`] (priority policy).
+    pub(super) holder_class: AtomicU8,
+    /// The token of the latest lazy-release episode.
+    pub(super) syscall_owner: AtomicUsize,
+    pub(super) lazy_releases: AtomicU64,
+    /// `INSTR_*` bits: what observers asked for; the `INSTR` bit of `state`
+    /// says whether any is set. (std's atomics even under loom: it is not
+    /// part of the protocol.)
+    pub(super) instr: std::sync::atomic::AtomicU8,
+    /// With histograms on: when the holder took the lock (`now_ns`).
+    pub(super) acquired_at: std::sync::atomic::AtomicU64,
+}
+
+impl Hot {
+    pub(super) fn new() -> Hot {
+        Hot {
+            state: AtomicU64::new(0),
+            owner: AtomicUsize::new(0),
+            last_holder: AtomicUsize::new(0),
+            switch_number: AtomicU64::new(0),
+            acquisitions: AtomicU64::new(0),
+            holder_class: AtomicU8::new(ThreadClass::Io as u8),
+            syscall_owner: AtomicUsize::new(0),
+            lazy_releases: AtomicU64::new(0),
+            instr: std::sync::atomic::AtomicU8::new(0),
+            acquired_at: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+impl Gil {
+    /// The uncontended paths: reclaim our own lazily released lock, or take
+    /// a free one nobody waits for.
+    #[inline]
+    pub(super) fn try_fast(&self, token: Token) -> bool {
+        if self.inner.lazy_release.is_some() {
+            if let Some(before) = self.reclaim(token) {
+                // Back from a call that nobody needed the lock during: no
+                // switch happened, and the thread is still I/O-class.
+                self.inner.hot.owner.store(token.get(), Relaxed);
+                self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
+                bump(&self.inner.hot.acquisitions, 1);
+                if before & INSTR != 0 {
+                    self.observe_acquire(token);
+                }
+                return true;
+            }
+        }
+        match self.inner.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed) {
+            Ok(_) => {
+                self.became_holder(token, self.class_of(token));
+                true
+            }
+            Err(s) if s & !INSTR == 0 => self.try_fast_observed(token),
+            Err(_) => false,
+        }
+    }
+
+    /// The fast path with observers on: free and nobody waits, but `INSTR`
+    /// is set.
+    #[cold]
+    fn try_fast_observed(&self, token: Token) -> bool {
+        if self.in_callback() {
+            return false; // the slow path says why
+        }
+        let mut s = self.inner.hot.state.load(Relaxed);
+        while s & !INSTR == 0 {
+            match self
+                .inner
+                .hot
+                .state
+                .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => {
+                    self.became_holder(token, self.class_of(token));
+                    self.observe_acquire(token);
+                    return true;
+                }
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// Clears SYSCALL if the current episode is `token`'s own; the state
+    /// before if it did. Retries while only the other flag bits move (a
+    /// waiter arriving sets WAITERS): failing here would leave `token`
+    /// waiting for its own system call to time out.
+    #[inline]
+    pub(super) fn reclaim(&self, token: Token) -> Option<u64> {
+        // Acquire: a lazy release stores `syscall_owner` before its Release
+        // CAS, so reading that CAS's value shows the matching owner.
+        let mut s = self.inner.hot.state.load(Acquire);
+        while s & SYSCALL != 0 && self.inner.hot.syscall_owner.load(Relaxed) == token.get() {
+            match self
+                .inner
+                .hot
+                .state
+                .compare_exchange_weak(s, s & !SYSCALL, Acquire, Acquire)
+            {
+                Ok(_) => return Some(s),
+                Err(now) => s = now,
+            }
+        }
+        None
+    }
+
+    /// Marks the holder as in a system call (a new lazy-release episode)
+    /// and counts it, from state `s`, retrying while `keep_trying(state)`;
+    /// `true` if marked. Only the holder calls it, so the count, made
+    /// before the CAS that publishes it, is undone if the CAS fails.
+    pub(super) fn mark_in_call(&self, mut s: u64, keep_trying: impl Fn(u64) -> bool) -> bool {
+        let hot = &*self.inner.hot;
+        while keep_trying(s) {
+            bump(&hot.lazy_releases, 1);
+            match hot
+                .state
+                .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => {
+                    hot.lazy_releases
+                        .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
+                    s = now;
+                }
+            }
+        }
+        false
+    }
+
+    /// Bookkeeping of a new holder; runs right after the lock word was won.
+    #[inline]
+    pub(super) fn became_holder(&self, token: Token, class: ThreadClass) {
+        let hot = &*self.inner.hot;
+        hot.owner.store(token.get(), Relaxed);
+        hot.holder_class.store(class as u8, Relaxed);
+        if hot.last_holder.load(Relaxed) != token.get() {
+            hot.last_holder.store(token.get(), Relaxed);
+            bump(&hot.switch_number, 1);
+        }
+        bump(&hot.acquisitions, 1);
+    }
+
+    /// Sets LOCKED if it is clear; `true` if this call set it.
+    pub(super) fn try_lock_word(&self) -> bool {
+        let mut s = self.inner.hot.state.load(Relaxed);
+        while s & LOCKED == 0 {
+            match self
+                .inner
+                .hot
+                .state
+                .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// The lock word's LOCKED bit: held, or reserved by a lazy release.
+    pub(super) fn word_locked(&self) -> bool {
+        self.inner.hot.state.load(Relaxed) & LOCKED != 0
+    }
+
+    /// Takes the lock from a lazily released system call, from state `s`
+    /// (a takeover): `true` if this call did. `free`: leave the lock free
+    /// (to hand it to someone else) rather than taking it.
+    pub(super) fn take_over_call(&self, s: u64, free: bool) -> bool {
+        // A takeover that frees the lock continues the lazy release's
+        // release sequence (AcqRel), so the next holder's Acquire sees what
+        // the thread did before its call.
+        let (to, order) = if free {
+            (s & !(SYSCALL | LOCKED), std::sync::atomic::Ordering::AcqRel)
+        } else {
+            (s & !SYSCALL, Acquire)
+        };
+        self.inner.hot.state.compare_exchange(s, to, order, Relaxed).is_ok()
+    }
+}

@@ -1,0 +1,346 @@
+//! Every scheduling rule of the lock, as plain functions of what the
+//! waiting room knows: who may take a free lock, who is woken, who asks the
+//! holder to drop at once, which class a releaser becomes, and when a
+//! CPU-class waiter is starving. Both waiting rooms (the plain one, where
+//! each waiter keeps its own time, and the monitored queue) call these, so
+//! each rule is written once; the unit tests below state them one by one.
+//!
+//! The rules of [`Policy::Priority`] come from the 2010 GIL-priority
+//! proposal (see `class.rs` for how a thread's class is earned); the other
+//! policies are CPython's: anyone may take a free lock, and only a whole
+//! switch interval without a switch asks the holder to drop.
+
+use std::time::Duration;
+
+use crate::class::ThreadClass;
+use crate::config::STARVATION_INTERVALS;
+use crate::{Policy, ReleaseReason};
+
+/// How many threads wait, by class: the waiting room's census, kept under
+/// its mutex.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Census {
+    /// I/O-class waiters (every waiter, unless the policy is priority).
+    pub(crate) io: usize,
+    /// CPU-class waiters.
+    pub(crate) cpu: usize,
+    /// CPU-class waiters past the starvation bound.
+    pub(crate) starving: usize,
+}
+
+impl Census {
+    pub(crate) fn waiters(self) -> usize {
+        self.io + self.cpu
+    }
+
+    pub(crate) fn join(&mut self, class: ThreadClass) {
+        match class {
+            ThreadClass::Io => self.io += 1,
+            ThreadClass::Cpu => self.cpu += 1,
+        }
+    }
+
+    pub(crate) fn leave(&mut self, class: ThreadClass, starving: bool) {
+        match class {
+            ThreadClass::Io => self.io -= 1,
+            ThreadClass::Cpu => self.cpu -= 1,
+        }
+        if starving {
+            self.starving -= 1;
+        }
+    }
+}
+
+/// The class a thread has after releasing for `reason`, if the policy keeps
+/// classes: forced out, it is CPU-bound; letting go on its own, I/O-bound.
+#[inline]
+pub(crate) fn class_after(policy: Policy, reason: ReleaseReason) -> Option<ThreadClass> {
+    match policy {
+        Policy::Priority => Some(match reason {
+            ReleaseReason::Forced => ThreadClass::Cpu,
+            ReleaseReason::Voluntary | ReleaseReason::Final => ThreadClass::Io,
+        }),
+        _ => None,
+    }
+}
+
+/// Whether a voluntary release still makes its thread CPU-class: it kept
+/// the lock a whole switch interval while someone waited, and had to be
+/// asked (`requested`, raised `for_interval`). Left I/O-class, a thread
+/// whose calls return at once would preempt its successor as soon as it is
+/// back, again and again. A request raised to preempt it, or for a starving
+/// waiter, says nothing about how long it held.
+pub(crate) fn cpu_bound_anyway(policy: Policy, reason: ReleaseReason, requested: bool, for_interval: bool) -> bool {
+    policy == Policy::Priority && reason == ReleaseReason::Voluntary && requested && for_interval
+}
+
+/// Whether a waiter of `class` may take a free lock now, in the plain
+/// waiting room (where nobody is queued): a starving waiter goes before
+/// anyone; then I/O-class waiters before CPU-class ones.
+pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starving: bool) -> bool {
+    match policy {
+        Policy::Priority if census.starving > 0 => starving,
+        Policy::Priority => class == ThreadClass::Io || census.io == 0,
+        _ => true,
+    }
+}
+
+/// Whether a thread that is not queued may take a free monitored lock: only
+/// if it would be the designee itself, so nobody overtakes a queued waiter
+/// of its own class (an I/O-class thread passes CPU-class waiters under the
+/// priority policy).
+pub(crate) fn may_take_unqueued(policy: Policy, census: Census, queued: usize, class: ThreadClass) -> bool {
+    match policy {
+        _ if queued == 0 => true,
+        Policy::Priority => census.starving == 0 && class == ThreadClass::Io && census.io == 0,
+        _ => false,
+    }
+}
+
+/// Whether a waiter of class `waiter` asks a running holder of class
+/// `holder` to drop at once instead of waiting out the switch interval.
+pub(crate) fn preempts(policy: Policy, waiter: ThreadClass, holder: ThreadClass) -> bool {
+    policy == Policy::Priority && waiter == ThreadClass::Io && holder == ThreadClass::Cpu
+}
+
+/// Whether a waiter in the plain waiting room asks the holder to drop at
+/// once: it preempts (see [`preempts`]), or it is starving and waits for
+/// nobody.
+pub(crate) fn urgent(policy: Policy, waiter: ThreadClass, holder: ThreadClass, starving: bool) -> bool {
+    policy == Policy::Priority && (starving || preempts(policy, waiter, holder))
+}
+
+/// Whether a waiter can become starving at all: a CPU-class one, not
+/// starving yet, under the priority policy (nobody starves elsewhere: every
+/// waiter asks for a drop after one interval).
+pub(crate) fn may_starve(policy: Policy, class: ThreadClass, starving: bool) -> bool {
+    policy == Policy::Priority && class == ThreadClass::Cpu && !starving
+}
+
+/// How long a CPU-class waiter waits before it is served first: the
+/// starvation bound.
+pub(crate) fn starvation_bound(interval: Duration) -> Duration {
+    interval.saturating_mul(STARVATION_INTERVALS as u32)
+}
+
+/// Whom a release wakes in the plain waiting room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Every CPU-class waiter: the starving one among them must run.
+    AllCpu,
+    /// One I/O-class waiter.
+    OneIo,
+    /// One CPU-class waiter.
+    OneCpu,
+}
+
+/// Whom a release wakes in the plain waiting room: starving waiters first,
+/// then I/O-class, then CPU-class ones.
+pub(crate) fn wake(census: Census) -> Option<Wake> {
+    if census.starving > 0 {
+        Some(Wake::AllCpu)
+    } else if census.io > 0 {
+        Some(Wake::OneIo)
+    } else if census.cpu > 0 {
+        Some(Wake::OneCpu)
+    } else {
+        None
+    }
+}
+
+/// What the monitored queue's rules need to know of an entry.
+pub(crate) trait Candidate {
+    fn class(&self) -> ThreadClass;
+    fn starving(&self) -> bool;
+}
+
+/// The queued waiter a free monitored lock goes to: the first starving
+/// waiter, else (priority policy) the first I/O-class waiter, else the
+/// first waiter. `queue` is in arrival order.
+pub(crate) fn designee<'q, C: Candidate + 'q>(
+    policy: Policy,
+    census: Census,
+    queue: impl Iterator<Item = &'q C> + Clone,
+) -> Option<&'q C> {
+    if census.starving > 0 {
+        if let Some(c) = queue.clone().find(|c| c.starving()) {
+            return Some(c);
+        }
+    }
+    if policy == Policy::Priority {
+        if let Some(c) = queue.clone().find(|c| c.class() == ThreadClass::Io) {
+            return Some(c);
+        }
+    }
+    queue.clone().next()
+}
+
+/// The queued waiter the starvation bound is timed on: the first CPU-class
+/// waiter not starving yet, the one that has waited longest (priority
+/// policy only).
+pub(crate) fn next_to_starve<'q, C: Candidate + 'q>(
+    policy: Policy,
+    queue: impl Iterator<Item = &'q C>,
+) -> Option<usize> {
+    if policy != Policy::Priority {
+        return None;
+    }
+    queue
+        .enumerate()
+        .find(|(_, c)| c.class() == ThreadClass::Cpu && !c.starving())
+        .map(|(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ThreadClass::{Cpu, Io};
+
+    const POLICIES: [Policy; 2] = [Policy::Classic, Policy::Priority];
+
+    fn census(io: usize, cpu: usize, starving: usize) -> Census {
+        Census { io, cpu, starving }
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct Entry(u32, ThreadClass, bool);
+
+    impl Candidate for Entry {
+        fn class(&self) -> ThreadClass {
+            self.1
+        }
+        fn starving(&self) -> bool {
+            self.2
+        }
+    }
+
+    #[test]
+    fn census_counts_waiters_by_class_and_starving() {
+        let mut c = Census::default();
+        c.join(Io);
+        c.join(Cpu);
+        c.join(Cpu);
+        c.starving += 1;
+        assert_eq!((c.waiters(), c.io, c.cpu, c.starving), (3, 1, 2, 1));
+        c.leave(Cpu, true);
+        c.leave(Io, false);
+        assert_eq!(c, census(0, 1, 0));
+    }
+
+    #[test]
+    fn only_priority_keeps_classes_and_forced_means_cpu() {
+        assert_eq!(class_after(Policy::Classic, ReleaseReason::Forced), None);
+        assert_eq!(class_after(Policy::Priority, ReleaseReason::Forced), Some(Cpu));
+        assert_eq!(class_after(Policy::Priority, ReleaseReason::Voluntary), Some(Io));
+        assert_eq!(class_after(Policy::Priority, ReleaseReason::Final), Some(Io));
+    }
+
+    #[test]
+    fn a_voluntary_release_asked_for_after_a_whole_interval_is_cpu_bound() {
+        let v = ReleaseReason::Voluntary;
+        assert!(cpu_bound_anyway(Policy::Priority, v, true, true));
+        // Asked to preempt it or for a starving waiter: no verdict.
+        assert!(!cpu_bound_anyway(Policy::Priority, v, true, false));
+        assert!(!cpu_bound_anyway(Policy::Priority, v, false, true));
+        assert!(!cpu_bound_anyway(Policy::Priority, ReleaseReason::Forced, true, true));
+        assert!(!cpu_bound_anyway(Policy::Classic, v, true, true));
+    }
+
+    #[test]
+    fn classic_lets_anyone_take_a_free_lock() {
+        for c in [census(0, 0, 0), census(3, 2, 1)] {
+            for class in [Io, Cpu] {
+                assert!(may_take(Policy::Classic, c, class, false));
+            }
+        }
+    }
+
+    #[test]
+    fn priority_serves_io_before_cpu_and_starving_before_all() {
+        let p = Policy::Priority;
+        assert!(may_take(p, census(1, 1, 0), Io, false));
+        assert!(!may_take(p, census(1, 1, 0), Cpu, false));
+        assert!(may_take(p, census(0, 2, 0), Cpu, false));
+        // A starving waiter goes before anyone, I/O-class ones included.
+        assert!(!may_take(p, census(1, 1, 1), Io, false));
+        assert!(may_take(p, census(1, 1, 1), Cpu, true));
+    }
+
+    #[test]
+    fn an_unqueued_thread_never_overtakes_a_queued_one_of_its_class() {
+        for p in POLICIES {
+            assert!(may_take_unqueued(p, census(0, 0, 0), 0, Cpu));
+            assert!(!may_take_unqueued(p, census(1, 0, 0), 1, Io));
+        }
+        assert!(!may_take_unqueued(Policy::Classic, census(0, 1, 0), 1, Io));
+        // Priority: I/O-class passes queued CPU-class waiters, unless one starves.
+        assert!(may_take_unqueued(Policy::Priority, census(0, 1, 0), 1, Io));
+        assert!(!may_take_unqueued(Policy::Priority, census(0, 1, 1), 1, Io));
+        assert!(!may_take_unqueued(Policy::Priority, census(0, 1, 0), 1, Cpu));
+    }
+
+    #[test]
+    fn only_an_io_waiter_preempts_and_only_a_cpu_holder() {
+        let p = Policy::Priority;
+        assert!(preempts(p, Io, Cpu));
+        assert!(!preempts(p, Io, Io));
+        assert!(!preempts(p, Cpu, Cpu));
+        assert!(!preempts(p, Cpu, Io));
+        assert!(!preempts(Policy::Classic, Io, Cpu));
+        assert!(urgent(p, Cpu, Io, true));
+        assert!(urgent(p, Io, Cpu, false));
+        assert!(!urgent(p, Cpu, Cpu, false));
+        assert!(!urgent(Policy::Classic, Cpu, Io, true));
+    }
+
+    #[test]
+    fn only_cpu_waiters_under_priority_starve_and_only_once() {
+        assert!(may_starve(Policy::Priority, Cpu, false));
+        assert!(!may_starve(Policy::Priority, Cpu, true));
+        assert!(!may_starve(Policy::Priority, Io, false));
+        assert!(!may_starve(Policy::Classic, Cpu, false));
+    }
+
+    #[test]
+    fn the_starvation_bound_is_a_number_of_intervals() {
+        let i = Duration::from_millis(5);
+        assert_eq!(starvation_bound(i), i * STARVATION_INTERVALS as u32);
+        assert_eq!(starvation_bound(Duration::MAX), Duration::MAX);
+    }
+
+    #[test]
+    fn a_release_wakes_starving_then_io_then_cpu() {
+        assert_eq!(wake(census(0, 0, 0)), None);
+        assert_eq!(wake(census(2, 2, 1)), Some(Wake::AllCpu));
+        assert_eq!(wake(census(2, 2, 0)), Some(Wake::OneIo));
+        assert_eq!(wake(census(0, 2, 0)), Some(Wake::OneCpu));
+    }
+
+    #[test]
+    fn the_designee_is_the_first_starving_then_first_io_then_first() {
+        let q = [
+            Entry(0, Cpu, false),
+            Entry(1, Io, false),
+            Entry(2, Cpu, true),
+            Entry(3, Io, false),
+        ];
+        assert_eq!(designee(Policy::Priority, census(2, 2, 1), q.iter()), Some(&q[2]));
+        assert_eq!(designee(Policy::Priority, census(2, 2, 0), q.iter()), Some(&q[1]));
+        // Classic: first come, first served.
+        assert_eq!(designee(Policy::Classic, census(4, 0, 0), q.iter()), Some(&q[0]));
+        assert_eq!(designee::<Entry>(Policy::Priority, census(0, 0, 0), [].iter()), None);
+    }
+
+    #[test]
+    fn the_first_cpu_waiter_not_yet_starving_is_timed() {
+        let q = [
+            Entry(0, Io, false),
+            Entry(1, Cpu, true),
+            Entry(2, Cpu, false),
+            Entry(3, Cpu, false),
+        ];
+        assert_eq!(next_to_starve(Policy::Priority, q.iter()), Some(2));
+        assert_eq!(next_to_starve(Policy::Classic, q.iter()), None);
+        assert_eq!(next_to_starve(Policy::Priority, q[..2].iter()), None);
+    }
+}

@@ -1,20 +1,15 @@
 //! The priority policy and lazy release, with real threads.
 #![cfg(not(gil_loom))]
 
-use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use gil_core::{Gil, GilConfig, GilError, Policy, ReleaseReason, PRESETS};
 
 mod common;
-use common::tok;
-
-struct Unprotected(UnsafeCell<u64>);
-// SAFETY: only touched while holding the GIL, the property under test.
-unsafe impl Sync for Unprotected {}
+use common::{count_under_lock, tok};
 
 #[test]
 fn every_preset_keeps_mutual_exclusion() {
@@ -24,44 +19,21 @@ fn every_preset_keeps_mutual_exclusion() {
         const ROUNDS: u64 = 5_000;
         let config = GilConfig::preset(name).unwrap().switch_interval_us(50).spin_us(spin_us);
         let gil = Arc::new(Gil::new(config).unwrap());
-        let counter = Arc::new(Unprotected(UnsafeCell::new(0)));
-        let barrier = Arc::new(Barrier::new(THREADS));
-        let handles: Vec<_> = (0..THREADS)
-            .map(|i| {
-                let (gil, counter, barrier) = (gil.clone(), counter.clone(), barrier.clone());
-                thread::spawn(move || {
-                    let me = tok(i + 1);
-                    barrier.wait();
-                    for round in 0..ROUNDS {
-                        gil.acquire(me).unwrap();
-                        // SAFETY: we hold the GIL.
-                        unsafe {
-                            let v = std::ptr::read_volatile(counter.0.get());
-                            std::hint::spin_loop();
-                            std::ptr::write_volatile(counter.0.get(), v + 1);
-                        }
-                        let reason = if gil.drop_requested() || round % 7 == 0 {
-                            ReleaseReason::Forced
-                        } else {
-                            ReleaseReason::Voluntary
-                        };
-                        gil.release(me, reason).unwrap();
-                        if round % 97 == 0 {
-                            thread::sleep(Duration::from_micros(100)); // a "blocking call"
-                        }
-                    }
-                    // A thread ends with a final release (a voluntary last
-                    // release would leave a lazy lock reserved for its call).
-                    gil.acquire(me).unwrap();
-                    gil.release(me, ReleaseReason::Final).unwrap();
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
-        // SAFETY: all threads joined.
-        let total = unsafe { *counter.0.get() };
+        let reason = |gil: &Gil, round: u64| {
+            if gil.drop_requested() || round.is_multiple_of(7) {
+                ReleaseReason::Forced
+            } else {
+                ReleaseReason::Voluntary
+            }
+        };
+        let between = |round: u64| {
+            if round.is_multiple_of(97) {
+                thread::sleep(Duration::from_micros(100)); // a "blocking call"
+            }
+        };
+        // A thread ends with a final release (a voluntary last release
+        // would leave a lazy lock reserved for its call).
+        let total = count_under_lock(&gil, THREADS, ROUNDS, reason, between, true);
         assert_eq!(total, THREADS as u64 * ROUNDS, "preset {name}, spin {spin_us}");
         assert!(gil.is_idle(), "preset {name}, spin {spin_us}: lock left held");
     }

@@ -1,22 +1,15 @@
 //! The lock with real OS threads.
 #![cfg(not(gil_loom))]
 
-use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use gil_core::{Gil, GilConfig, GilError, ReleaseReason, Token};
 
 mod common;
-use common::tok;
-
-/// A counter with no synchronisation of its own: only the GIL protects it.
-struct Unprotected(UnsafeCell<u64>);
-// SAFETY: every access in these tests happens while holding the GIL, which
-// is exactly the property under test.
-unsafe impl Sync for Unprotected {}
+use common::{count_under_lock, tok};
 
 #[test]
 fn mutual_exclusion_8_threads_exact_total() {
@@ -24,37 +17,12 @@ fn mutual_exclusion_8_threads_exact_total() {
     const ROUNDS: u64 = 20_000;
     // A short interval so drop requests and forced switches happen too.
     let gil = Arc::new(Gil::new(GilConfig::new().switch_interval_us(50)).unwrap());
-    let counter = Arc::new(Unprotected(UnsafeCell::new(0)));
-    let barrier = Arc::new(Barrier::new(THREADS));
-    let handles: Vec<_> = (0..THREADS)
-        .map(|i| {
-            let (gil, counter, barrier) = (gil.clone(), counter.clone(), barrier.clone());
-            thread::spawn(move || {
-                let me = tok(i + 1);
-                barrier.wait();
-                for round in 0..ROUNDS {
-                    gil.acquire(me).unwrap();
-                    // SAFETY: we hold the GIL, the only guard of `counter`.
-                    unsafe {
-                        let v = std::ptr::read_volatile(counter.0.get());
-                        std::hint::spin_loop();
-                        std::ptr::write_volatile(counter.0.get(), v + 1);
-                    }
-                    let reason = match round % 3 {
-                        0 => ReleaseReason::Voluntary,
-                        1 if gil.drop_requested() => ReleaseReason::Forced,
-                        _ => ReleaseReason::Voluntary,
-                    };
-                    gil.release(me, reason).unwrap();
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
-    // SAFETY: all threads joined; nobody else touches the counter.
-    let total = unsafe { *counter.0.get() };
+    let reason = |gil: &Gil, round: u64| match round % 3 {
+        0 => ReleaseReason::Voluntary,
+        1 if gil.drop_requested() => ReleaseReason::Forced,
+        _ => ReleaseReason::Voluntary,
+    };
+    let total = count_under_lock(&gil, THREADS, ROUNDS, reason, |_| (), false);
     assert_eq!(total, THREADS as u64 * ROUNDS);
     let c = gil.counters();
     assert_eq!(c.acquisitions, THREADS as u64 * ROUNDS);

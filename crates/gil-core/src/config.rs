@@ -166,6 +166,24 @@ pub struct Settings {
     pub spin_us: u64,
 }
 
+impl Settings {
+    /// The name of the preset ([`PRESETS`]) these settings are, leaving
+    /// the switch interval, the spin limit and the lazy-release threshold
+    /// aside (they can be set on top of any preset); `None` for a
+    /// combination no preset names (classic with lazy release and the
+    /// monitor).
+    pub fn preset(&self) -> Option<&'static str> {
+        PRESETS.iter().copied().find(|name| {
+            let p = GilConfig::preset(name).map(|c| c.settings());
+            p.is_ok_and(|p| {
+                p.policy == self.policy
+                    && p.lazy_release_us.is_some() == self.lazy_release_us.is_some()
+                    && p.monitor == self.monitor
+            })
+        })
+    }
+}
+
 /// Everything a [`Gil`](crate::Gil) is built from.
 ///
 /// ```
@@ -302,5 +320,37 @@ impl fmt::Debug for GilConfig {
             .field("spin_us", &self.spin_us)
             .field("on_drop_request", &self.on_drop_request.is_some())
             .finish()
+    }
+}
+
+#[cfg(all(test, not(gil_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_names_itself_whatever_is_set_on_top() {
+        for &name in PRESETS {
+            let config = GilConfig::preset(name).unwrap();
+            assert_eq!(config.settings().preset(), Some(name));
+            let lazy = config.settings().lazy_release_us.map(|_| 7);
+            let tuned = config.switch_interval_us(123).spin_us(9).lazy_release_us(lazy);
+            assert_eq!(
+                tuned.settings().preset(),
+                Some(name),
+                "{name} with interval, spin, threshold"
+            );
+            let gil = crate::Gil::new(tuned.clone()).unwrap();
+            assert_eq!(
+                gil.settings(),
+                tuned.settings(),
+                "{name}: a lock reads back its configuration"
+            );
+        }
+    }
+
+    #[test]
+    fn a_combination_no_preset_names_has_no_name() {
+        let config = GilConfig::new().lazy_release_us(Some(50)).monitor(true);
+        assert_eq!(config.settings().preset(), None);
     }
 }

@@ -525,6 +525,16 @@ gil_result_t gil_get_lazy_release(const gil_t *gil,
 gil_result_t gil_get_monitor(const gil_t *gil,
                              bool *monitor_out);
 
+// `*name_out` = the name of the preset this lock's configuration is (a
+// static string, as `gil_preset_name` gives), leaving aside the switch
+// interval, spin limit and lazy-release threshold set on top of it; NULL
+// for a combination that no preset names. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `name_out` is NULL or writable.
+gil_result_t gil_get_preset(const gil_t *gil,
+                            const char **name_out);
+
 // `*us_out` = the lock's spin limit in microseconds (0: no spinning). Any
 // thread.
 //

@@ -74,33 +74,18 @@ rustgil_policy(PyObject *module, PyObject *Py_UNUSED(ignored))
     if (lock == NULL) {
         return NULL;
     }
-    gil_policy_t policy;
-    uint64_t lazy_us;
-    bool monitor;
-    gil_result_t r = gil_get_policy(lock, &policy);
-    if (r == GIL_OK) {
-        r = gil_get_lazy_release(lock, &lazy_us);
-    }
-    if (r == GIL_OK) {
-        r = gil_get_monitor(lock, &monitor);
-    }
+    const char *name = NULL;
+    gil_result_t r = gil_get_preset(lock, &name);
     if (r != GIL_OK) {
-        return lock_error("gil_get_policy", r);
+        return lock_error("gil_get_preset", r);
     }
-    /* The preset's name: the policy, then "-lazy" with lazy release, then
-       "-monitor" with the monitor; classic is left out where something
-       follows ("lazy", "monitor"). */
-    const char *name = gil_policy_name(policy);
     if (name == NULL) {
-        name = "unknown";
+        /* PYTHONRUSTGIL only names presets, so this lock was made some
+           other way. */
+        PyErr_SetString(PyExc_RuntimeError, "rust-gil: this lock's configuration is no preset");
+        return NULL;
     }
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s%s%s", name, lazy_us ? "-lazy" : "", monitor ? "-monitor" : "");
-    const char *shown = buf;
-    if (policy == GIL_POLICY_CLASSIC && (lazy_us || monitor)) {
-        shown = buf + strlen("classic-");
-    }
-    return PyUnicode_FromString(shown);
+    return PyUnicode_FromString(name);
 }
 
 static PyObject *

@@ -172,6 +172,27 @@ pub unsafe extern "C" fn gil_get_monitor(gil: *const gil_t, monitor_out: *mut bo
     unsafe { read_into(gil, monitor_out, |gil| gil.uses_monitor()) }
 }
 
+/// `*name_out` = the name of the preset this lock's configuration is (a
+/// static string, as `gil_preset_name` gives), leaving aside the switch
+/// interval, spin limit and lazy-release threshold set on top of it; NULL
+/// for a combination that no preset names. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `name_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_preset(gil: *const gil_t, name_out: *mut *const c_char) -> gil_result_t {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        read_into(gil, name_out, |gil| {
+            let index = gil
+                .settings()
+                .preset()
+                .and_then(|name| gil_core::PRESETS.iter().position(|&p| p == name));
+            index.map_or(ptr::null(), |i| gil_preset_name(i))
+        })
+    }
+}
+
 /// `*us_out` = the lock's spin limit in microseconds (0: no spinning). Any
 /// thread.
 ///

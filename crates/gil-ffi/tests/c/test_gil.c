@@ -436,6 +436,25 @@ static void test_presets_and_policies(void) {
     CHECK_RESULT(gil_get_lazy_release(gil, &lazy), GIL_OK);
     CHECK(lazy == config.lazy_release_us);
     CHECK(strcmp(gil_policy_name(GIL_POLICY_PRIORITY), "priority") == 0);
+    /* The lock names its preset, whatever interval is set on top. */
+    const char *preset = NULL;
+    CHECK_RESULT(gil_set_switch_interval(gil, 123), GIL_OK);
+    CHECK_RESULT(gil_get_preset(gil, &preset), GIL_OK);
+    CHECK(preset != NULL && strcmp(preset, "priority-lazy") == 0);
+    CHECK_RESULT(gil_get_preset(gil, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_get_preset(NULL, &preset), GIL_ERR_NULL_ARGUMENT);
+    {
+        /* Classic with lazy release and the monitor: no preset's name. */
+        gil_config_t odd;
+        gil_t *other = NULL;
+        CHECK_RESULT(gil_config_preset("monitor", &odd), GIL_OK);
+        odd.lazy_release_us = 50;
+        CHECK_RESULT(gil_new(&odd, &other), GIL_OK);
+        preset = "unchanged";
+        CHECK_RESULT(gil_get_preset(other, &preset), GIL_OK);
+        CHECK(preset == NULL);
+        CHECK_RESULT(gil_free(other), GIL_OK);
+    }
 
     /* A lazy voluntary release leaves the lock reserved, not held, and
        taking it back is a reclaim: no switch. */

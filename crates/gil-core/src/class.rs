@@ -6,7 +6,9 @@
 //! a thread whose blocking calls return at once (or whose lazily released
 //! calls are short) can hold the lock for intervals on end, and must not
 //! come back I/O-class and preempt the thread it handed over to. A request
-//! raised to preempt it or for a starving waiter does not count.
+//! raised to preempt it or for a starving waiter does not count: a thread
+//! forced out only because a CPU-class waiter starved keeps the class it
+//! had (see `policy::class_after_request`).
 //!
 //! The class is a property of a thread between its release and its next
 //! acquisition, so it is remembered per OS thread, keyed by lock and token:

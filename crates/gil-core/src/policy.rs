@@ -64,14 +64,50 @@ pub(crate) fn class_after(policy: Policy, reason: ReleaseReason) -> Option<Threa
     }
 }
 
-/// Whether a voluntary release still makes its thread CPU-class: it kept
-/// the lock a whole switch interval while someone waited, and had to be
-/// asked (`requested`, raised `for_interval`). Left I/O-class, a thread
-/// whose calls return at once would preempt its successor as soon as it is
-/// back, again and again. A request raised to preempt it, or for a starving
-/// waiter, says nothing about how long it held.
-pub(crate) fn cpu_bound_anyway(policy: Policy, reason: ReleaseReason, requested: bool, for_interval: bool) -> bool {
-    policy == Policy::Priority && reason == ReleaseReason::Voluntary && requested && for_interval
+/// Why the pending drop request was raised, as far as it says something
+/// about the holder (priority policy).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Asked {
+    /// The holder ran a whole switch interval while someone waited.
+    pub(crate) interval: bool,
+    /// A starving waiter asked: about the holder, that says nothing.
+    pub(crate) starving: bool,
+}
+
+/// The class a releaser has after answering a drop request (`requested`)
+/// raised for `asked`, where it differs from [`class_after`]'s; `held_as`
+/// is the class it held the lock as.
+///
+/// - It kept the lock a whole interval while someone waited and had to be
+///   asked: CPU-bound, even if it lets go around a call now. Left
+///   I/O-class, a thread whose calls return at once would preempt its
+///   successor as soon as it is back, again and again.
+/// - It was forced out only because a CPU-class waiter starved: it keeps
+///   the class it had. Made CPU-class, a thread that only ever runs short
+///   stretches between calls (a request handler in a busy server) would
+///   wait behind every I/O-class thread until it starved in turn and forced
+///   out the next handler: a chain of starvation-bound waits, the
+///   many-connection tail.
+///
+/// A request raised to preempt a CPU-class holder leaves [`class_after`]'s
+/// verdict: the holder was CPU-class already.
+pub(crate) fn class_after_request(
+    policy: Policy,
+    reason: ReleaseReason,
+    requested: bool,
+    asked: Asked,
+    held_as: ThreadClass,
+) -> Option<ThreadClass> {
+    if policy != Policy::Priority || !requested || reason == ReleaseReason::Final {
+        return None;
+    }
+    if asked.interval {
+        Some(ThreadClass::Cpu)
+    } else if asked.starving && reason == ReleaseReason::Forced {
+        Some(held_as)
+    } else {
+        None
+    }
 }
 
 /// Whether a waiter of `class` may take a free lock now, in the plain
@@ -236,14 +272,47 @@ mod tests {
     }
 
     #[test]
-    fn a_voluntary_release_asked_for_after_a_whole_interval_is_cpu_bound() {
+    fn a_release_asked_for_after_a_whole_interval_is_cpu_bound() {
+        let interval = Asked {
+            interval: true,
+            starving: false,
+        };
+        for reason in [ReleaseReason::Voluntary, ReleaseReason::Forced] {
+            assert_eq!(
+                class_after_request(Policy::Priority, reason, true, interval, Io),
+                Some(Cpu)
+            );
+        }
+        // Not asked, asked only to preempt, a final release, or classic: no verdict.
         let v = ReleaseReason::Voluntary;
-        assert!(cpu_bound_anyway(Policy::Priority, v, true, true));
-        // Asked to preempt it or for a starving waiter: no verdict.
-        assert!(!cpu_bound_anyway(Policy::Priority, v, true, false));
-        assert!(!cpu_bound_anyway(Policy::Priority, v, false, true));
-        assert!(!cpu_bound_anyway(Policy::Priority, ReleaseReason::Forced, true, true));
-        assert!(!cpu_bound_anyway(Policy::Classic, v, true, true));
+        assert_eq!(class_after_request(Policy::Priority, v, false, interval, Io), None);
+        assert_eq!(
+            class_after_request(Policy::Priority, v, true, Asked::default(), Cpu),
+            None
+        );
+        let f = ReleaseReason::Final;
+        assert_eq!(class_after_request(Policy::Priority, f, true, interval, Io), None);
+        assert_eq!(class_after_request(Policy::Classic, v, true, interval, Io), None);
+    }
+
+    #[test]
+    fn a_holder_forced_out_for_a_starving_waiter_keeps_its_class() {
+        let starving = Asked {
+            interval: false,
+            starving: true,
+        };
+        let f = ReleaseReason::Forced;
+        assert_eq!(class_after_request(Policy::Priority, f, true, starving, Io), Some(Io));
+        assert_eq!(class_after_request(Policy::Priority, f, true, starving, Cpu), Some(Cpu));
+        // A whole interval as well: CPU-bound after all.
+        let both = Asked {
+            interval: true,
+            starving: true,
+        };
+        assert_eq!(class_after_request(Policy::Priority, f, true, both, Io), Some(Cpu));
+        // A voluntary release is I/O-class as ever (class_after).
+        let v = ReleaseReason::Voluntary;
+        assert_eq!(class_after_request(Policy::Priority, v, true, starving, Cpu), None);
     }
 
     #[test]

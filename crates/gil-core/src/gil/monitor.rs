@@ -270,7 +270,7 @@ impl Gil {
 
         // The starvation bound: the first CPU-class waiter not yet starving
         // is the one that has waited longest.
-        let mut ask = false;
+        let (mut ask, mut starved) = (false, false);
         if let Some(i) = policy::next_to_starve(self.inner.policy, room.monitor.queue.iter()) {
             let bound = policy::starvation_bound(interval);
             let since = room.monitor.queue[i].since;
@@ -279,6 +279,7 @@ impl Gil {
                 room.census.starving += 1;
                 bump(&self.inner.starvation_promotions, 1);
                 ask = true;
+                starved = true;
             } else {
                 next = next.min(room.clock.left(since, bound));
             }
@@ -320,7 +321,8 @@ impl Gil {
                 // (a thread in short calls most of the time is asked too).
                 // A panicking host callback was caught; the flag is up, and
                 // the monitor has nobody to hand the panic to.
-                room.interval_request |= interval_due;
+                room.asked.interval |= interval_due;
+                room.asked.starving |= starved;
                 let _ = self.request_drop(None);
             } else if s & LOCKED == 0 {
                 // Free: make sure whoever goes first now is awake.

@@ -16,7 +16,7 @@ use super::{bump, AbortCheck, Gil};
 use crate::class::{self, ThreadClass};
 use crate::events::{Event, EventKind};
 use crate::policy::Candidate as _;
-use crate::policy::{self, Census, Wake};
+use crate::policy::{self, Asked, Census, Wake};
 use crate::reason::ReleaseReason;
 use crate::sync::{spin_while, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
 use crate::Token;
@@ -29,10 +29,9 @@ pub(super) struct WaitRoom {
     pub(super) census: Census,
     /// Forced releasers waiting for somebody to take over.
     pub(super) switch_waiters: usize,
-    /// The pending drop request was raised because the holder ran a whole
-    /// switch interval while someone waited (not to preempt it, not for a
-    /// starving waiter): see [`policy::cpu_bound_anyway`].
-    pub(super) interval_request: bool,
+    /// Why the pending drop request was raised, as far as it tells about
+    /// the holder: see [`policy::class_after_request`].
+    pub(super) asked: Asked,
     /// Monitored locks: the waiters' queue and the monitor's timing.
     pub(super) monitor: MonitorRoom,
     /// The protocol's clock (under loom, the model's ticks).
@@ -153,7 +152,7 @@ impl Gil {
             self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
             if !with_lock {
                 self.inner.drop_request.store(false, Relaxed);
-                room.interval_request = false;
+                room.asked = Asked::default();
                 if room.switch_waiters > 0 {
                     slow.switch_cond.notify_all();
                 }
@@ -279,7 +278,7 @@ impl Gil {
     /// releasers waiting for a switch are told to look.
     pub(super) fn took_over_under_mutex(&self, token: Token, class: ThreadClass, slow: &Slow, room: &mut WaitRoom) {
         self.inner.drop_request.store(false, Relaxed);
-        room.interval_request = false;
+        room.asked = Asked::default();
         self.became_holder(token, class);
         self.observe_acquire(token);
         if self.inner.monitor {
@@ -298,9 +297,10 @@ impl Gil {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
         let requested = self.inner.drop_request.swap(false, Relaxed);
-        let for_interval = std::mem::take(&mut room.interval_request);
-        if policy::cpu_bound_anyway(self.inner.policy, reason, requested, for_interval) {
-            class::remember(self.id(), token.get(), ThreadClass::Cpu);
+        let asked = std::mem::take(&mut room.asked);
+        let held_as = ThreadClass::from_u8(self.inner.hot.holder_class.load(Relaxed));
+        if let Some(class) = policy::class_after_request(self.inner.policy, reason, requested, asked, held_as) {
+            class::remember(self.id(), token.get(), class);
         }
         self.inner.hot.state.fetch_and(!LOCKED, Release);
         self.wake_next(slow, &room);

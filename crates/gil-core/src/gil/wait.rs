@@ -89,6 +89,7 @@ impl Gil {
                 if policy::urgent(policy, w.class, holder, w.starving) && preempted != Some(sn) {
                     preempted = Some(sn);
                     // A starving waiter asks for itself, not to preempt.
+                    room.asked.starving |= w.starving;
                     let spun;
                     (room, spun) = self.ask_at_once(slow, room, &w, !w.starving);
                     if spun {
@@ -131,7 +132,7 @@ impl Gil {
             // rule).
             let now = hot.state.load(Relaxed);
             if holder_running.is_some_and(|sn| sn == hot.switch_number.load(Relaxed)) && now & LOCKED != 0 {
-                room.interval_request = true;
+                room.asked.interval = true;
                 self.request_drop_for(slow, &mut room, &w);
                 if waiting_on.is_some() {
                     // Lazy release: the holder gets a whole interval to

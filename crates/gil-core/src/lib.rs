@@ -46,10 +46,11 @@
 //! `classic`, `priority`, `lazy`, `priority-lazy`, `monitor`,
 //! `priority-monitor`, `priority-lazy-monitor`):
 //!
-//! * [`Policy::Priority`] (rules in `policy.rs`, classes in `class.rs`): a thread that was forced to drop
-//!   (or released voluntarily only after holding a whole interval while
-//!   someone waited) is CPU-class, one that released voluntarily is I/O-class; I/O-class
-//!   waiters go first and ask a CPU-class holder to drop at once; CPU against
+//! * [`Policy::Priority`] (rules in `policy.rs`, classes in `class.rs`): a
+//!   thread that was forced to drop (or released voluntarily only after
+//!   holding a whole interval while someone waited) is CPU-class, one that
+//!   released voluntarily is I/O-class, one forced out only for a starving
+//!   waiter keeps its class; I/O-class waiters go first and ask a CPU-class holder to drop at once; CPU against
 //!   CPU keeps the interval; a CPU-class waiter is served first after
 //!   [`STARVATION_INTERVALS`] intervals.
 //! * Lazy release ([`GilConfig::lazy_release_us`]): a voluntary release only

@@ -217,6 +217,14 @@ impl GilConfig {
     /// waiters), `priority-monitor`, `priority-lazy-monitor`. The lazy ones
     /// use [`DEFAULT_LAZY_RELEASE_US`].
     ///
+    /// `lazy` has no thread classes, so it cannot tell a waiting I/O thread
+    /// from a CPU-bound one: it always keeps a call reserved for its thread,
+    /// and with several I/O threads (a thread-per-connection server) they
+    /// wait for each other's takeovers and lose much of their throughput
+    /// (`docs/policies.md`). It stays as the reference for lazy release
+    /// without classes (PyPy's design); `priority-lazy` hands the lock to a
+    /// waiting I/O-class thread instead.
+    ///
     /// # Errors
     /// [`UnknownPreset`] for any other name.
     pub fn preset(name: &str) -> Result<GilConfig, UnknownPreset> {

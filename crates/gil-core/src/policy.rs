@@ -110,6 +110,18 @@ pub(crate) fn class_after_request(
     }
 }
 
+/// Whether a lazy voluntary release is made a real one because of who
+/// waits: under the priority policy, an I/O-class waiter. It wants the lock
+/// for a short stretch too; keeping the lock reserved for the caller's call
+/// would make it wait for the threshold and a takeover, and with many such
+/// threads (a thread-per-connection server) serialise them all behind
+/// takeovers. With only CPU-class waiters (the case lazy release is for) the
+/// call keeps its reservation. Without classes (the classic policy) the lock
+/// cannot tell the two apart and always reserves.
+pub(crate) fn lazy_hands_over(policy: Policy, census: Census) -> bool {
+    policy == Policy::Priority && census.io > 0
+}
+
 /// Whether a waiter of `class` may take a free lock now, in the plain
 /// waiting room (where nobody is queued): a starving waiter goes before
 /// anyone; then I/O-class waiters before CPU-class ones.
@@ -313,6 +325,14 @@ mod tests {
         // A voluntary release is I/O-class as ever (class_after).
         let v = ReleaseReason::Voluntary;
         assert_eq!(class_after_request(Policy::Priority, v, true, starving, Cpu), None);
+    }
+
+    #[test]
+    fn a_lazy_release_hands_over_to_waiting_io_threads_only_under_priority() {
+        assert!(lazy_hands_over(Policy::Priority, census(1, 0, 0)));
+        assert!(lazy_hands_over(Policy::Priority, census(1, 3, 0)));
+        assert!(!lazy_hands_over(Policy::Priority, census(0, 3, 1)));
+        assert!(!lazy_hands_over(Policy::Classic, census(2, 0, 0)));
     }
 
     #[test]

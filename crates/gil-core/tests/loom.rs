@@ -707,3 +707,54 @@ fn starvation_model(config: GilConfig, ticks: usize) {
     });
     assert!(promoted.load(SeqCst) > 0, "no execution reached the starvation bound");
 }
+
+#[test]
+fn priority_lazy_release_hands_over_to_an_io_waiter() {
+    // Priority policy with lazy release. T holds; W (I/O-class) comes to
+    // wait at any point; T releases voluntarily and takes the lock back; the
+    // clock may tick. If W waits when T releases, the release is a real one
+    // (no lazy release counted) and W is not kept waiting for a takeover;
+    // otherwise it is lazy. Either way mutual exclusion holds and both get
+    // the lock; some execution must hand over.
+    for config in [GilConfig::new(), monitored()] {
+        let handed = std::sync::Arc::new(AtomicUsize::new(0));
+        let seen = handed.clone();
+        let config = config.policy(gil_core::Policy::Priority).lazy_release_us(Some(50));
+        loom::model(move || {
+            let gil = Arc::new(Gil::new(config.clone()).unwrap());
+            let data = Arc::new(UnsafeCell::new(0u32));
+            let (t, w) = (tok(1), tok(2));
+            gil.acquire(t).unwrap();
+            let clock = spawn_clock(&gil);
+            let waiter = {
+                let (gil, data) = (gil.clone(), data.clone());
+                thread::spawn(move || {
+                    gil.acquire(w).unwrap();
+                    // SAFETY: only touched while holding the GIL, which loom checks.
+                    data.with_mut(|v| unsafe { *v += 1 });
+                    gil.release(w, ReleaseReason::Final).unwrap();
+                })
+            };
+            gil.release(t, ReleaseReason::Voluntary).unwrap();
+            gil.acquire(t).unwrap();
+            // SAFETY: as above.
+            data.with_mut(|v| unsafe { *v += 1 });
+            gil.release(t, ReleaseReason::Final).unwrap();
+            clock.join().unwrap();
+            waiter.join().unwrap();
+            // SAFETY: both threads joined.
+            assert_eq!(data.with(|v| unsafe { *v }), 2);
+            let c = gil.counters();
+            assert!(c.lazy_releases <= 1);
+            if c.lazy_releases == 0 {
+                seen.fetch_add(1, SeqCst);
+                assert_eq!(c.lazy_takeovers, 0, "a real release left nothing to take over");
+            }
+            assert!(!gil.is_locked());
+        });
+        assert!(
+            handed.load(SeqCst) > 0,
+            "no execution handed the lock to the I/O waiter"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! The monitor thread (`GilConfig::monitor`) with real threads.
 #![cfg(not(gil_loom))]
 
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -164,7 +164,9 @@ fn the_monitor_takes_over_a_system_call_that_outlasts_the_threshold() {
 #[test]
 fn a_fast_system_call_is_reclaimed_despite_waiters() {
     // With a threshold of one hour, the monitor never takes a call over: the
-    // thread in the call comes back with one CAS even though others wait.
+    // thread in the call comes back with one CAS even though a CPU-class
+    // thread waits. (An I/O-class waiter gets the lock handed over instead:
+    // see tests/policies.rs.)
     let gil = Arc::new(
         Gil::new(
             GilConfig::preset("priority-lazy-monitor")
@@ -175,14 +177,23 @@ fn a_fast_system_call_is_reclaimed_despite_waiters() {
     );
     let waits = count_waits(&gil);
     let io = tok(1);
-    gil.acquire(io).unwrap();
+    let (cpu_class, go) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let waiter = {
-        let gil = gil.clone();
+        let (gil, cpu_class, go) = (gil.clone(), cpu_class.clone(), go.clone());
         thread::spawn(move || {
+            gil.acquire(tok(2)).unwrap();
+            gil.release(tok(2), ReleaseReason::Forced).unwrap(); // CPU-class
+            cpu_class.store(true, SeqCst);
+            while !go.load(SeqCst) {
+                thread::yield_now();
+            }
             gil.acquire(tok(2)).unwrap();
             gil.release(tok(2), ReleaseReason::Final).unwrap();
         })
     };
+    wait_until("the waiter to be CPU-class", || cpu_class.load(SeqCst));
+    gil.acquire(io).unwrap();
+    go.store(true, SeqCst);
     wait_until("the waiter to queue", || waits.load(SeqCst) == 1);
     let before = gil.counters();
     for _ in 0..100 {

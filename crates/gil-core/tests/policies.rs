@@ -349,15 +349,28 @@ fn frequent_calls_are_asked(preset: &str, call: Duration) {
     );
     let (busy, waiter) = (tok(1), tok(2));
     let got_it = Arc::new(AtomicBool::new(false));
-    gil.acquire(busy).unwrap();
+    // A CPU-class waiter under the priority policy (its own forced release
+    // first): an I/O-class one would get the lock handed over at once.
+    let (ready, go) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let w = {
-        let (gil, got_it) = (gil.clone(), got_it.clone());
+        let (gil, got_it, ready, go) = (gil.clone(), got_it.clone(), ready.clone(), go.clone());
         thread::spawn(move || {
+            gil.acquire(waiter).unwrap();
+            gil.release(waiter, ReleaseReason::Forced).unwrap();
+            ready.store(true, Ordering::SeqCst);
+            while !go.load(Ordering::SeqCst) {
+                thread::yield_now();
+            }
             gil.acquire(waiter).unwrap();
             got_it.store(true, Ordering::SeqCst);
             gil.release(waiter, ReleaseReason::Final).unwrap();
         })
     };
+    while !ready.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
+    gil.acquire(busy).unwrap();
+    go.store(true, Ordering::SeqCst);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !got_it.load(Ordering::SeqCst) && Instant::now() < deadline {
         gil.release(busy, ReleaseReason::Voluntary).unwrap(); // a call ...
@@ -384,7 +397,7 @@ fn frequent_calls_are_asked(preset: &str, call: Duration) {
 /// holder forced out that way keeps its I/O class: coming back, it preempts
 /// the CPU-class thread at once instead of waiting behind it (before, it
 /// became CPU-class, and request handlers in a busy server waited out the
-/// starvation bound in a chain). A 20 ms interval keeps the interval's own
+/// starvation bound in a chain). A 100 ms interval keeps the interval's own
 /// requests (which do make a CPU-class thread) out of the way.
 #[test]
 fn priority_a_holder_forced_out_for_a_starving_waiter_stays_io_class() {
@@ -405,7 +418,7 @@ fn priority_a_holder_forced_out_for_a_starving_waiter_stays_io_class() {
 /// `Some(true)` if the thread forced out came back I/O-class, `None` if no
 /// thread was forced out for a starving waiter.
 fn forced_for_starving_stays_io(preset: &str) -> Option<bool> {
-    let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(20_000)).unwrap());
+    let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(100_000)).unwrap());
     let cpu = tok(1);
     let (stop, back) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     // The I/O thread forced out first (its token number).
@@ -446,7 +459,7 @@ fn forced_for_starving_stays_io(preset: &str) -> Option<bool> {
     while gil.counters().acquisitions < 8 {
         thread::sleep(Duration::from_millis(1)); // the I/O threads are running
     }
-    for _ in 0..10 {
+    for _ in 0..30 {
         gil.acquire(cpu).unwrap(); // waits behind the I/O threads
         gil.release(cpu, ReleaseReason::Forced).unwrap(); // CPU-class
         if forced.load(Ordering::SeqCst) != 0 {
@@ -463,7 +476,7 @@ fn forced_for_starving_stays_io(preset: &str) -> Option<bool> {
         gil.acquire(cpu).unwrap();
         let before = gil.counters().preemptions;
         back.store(true, Ordering::SeqCst);
-        // Asked at once if it preempts; after 20 ms if it waits its turn.
+        // Asked at once if it preempts; after 100 ms if it waits its turn.
         while !gil.drop_requested() {
             std::hint::spin_loop();
         }
@@ -480,4 +493,42 @@ fn forced_for_starving_stays_io(preset: &str) -> Option<bool> {
         h.join().unwrap();
     }
     judged
+}
+
+/// Under the priority policy a lazy voluntary release hands the lock to a
+/// waiting I/O-class thread at once (a real release, no reservation to
+/// outlast): reserving it made every request handler of a threaded server
+/// wait for a takeover. The threshold of an hour would make that wait
+/// endless; the test finishing says the lock was handed over.
+#[test]
+fn priority_lazy_release_hands_over_to_a_waiting_io_thread() {
+    for preset in ["priority-lazy", "priority-lazy-monitor"] {
+        let config = GilConfig::preset(preset).unwrap().lazy_release_us(Some(3_600_000_000));
+        let gil = Arc::new(Gil::new(config).unwrap());
+        let waits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let w = waits.clone();
+        let hook: gil_core::EventHook = Arc::new(move |e: &gil_core::Event| {
+            if e.kind == gil_core::EventKind::WaitStart {
+                w.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        gil.set_event_hook(Some(hook)).unwrap();
+        let (holder, io) = (tok(1), tok(2));
+        gil.acquire(holder).unwrap();
+        let waiter = {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                gil.acquire(io).unwrap(); // I/O-class: it never released yet
+                gil.release(io, ReleaseReason::Final).unwrap();
+            })
+        };
+        while waits.load(Ordering::SeqCst) == 0 {
+            thread::yield_now();
+        }
+        gil.release(holder, ReleaseReason::Voluntary).unwrap();
+        waiter.join().unwrap();
+        let c = gil.counters();
+        assert_eq!((c.lazy_releases, c.lazy_takeovers), (0, 0), "{preset}: {c:?}");
+        assert_eq!(gil.last_holder(), None, "{preset}: the waiter's final release");
+    }
 }

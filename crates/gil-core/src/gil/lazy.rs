@@ -4,12 +4,15 @@
 //! the lock back with one CAS when the call returns, and a waiter takes it
 //! over only once the call has lasted the threshold (`wait.rs`, or the
 //! monitor's look in `monitor.rs`). A pending drop request makes the
-//! release a real one, as CPython answers it with a forced switch.
+//! release a real one, as CPython answers it with a forced switch, and so
+//! does (priority policy) an I/O-class waiter: see
+//! [`policy::lazy_hands_over`].
 
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
 use super::word::{GEN_ONE, INSTR, SYSCALL, WAITERS};
 use super::{bump, Gil};
+use crate::policy;
 use crate::reason::ReleaseReason;
 use crate::Token;
 
@@ -68,20 +71,24 @@ impl Gil {
         if self.mark_in_call(s, |s| s & WAITERS == 0) {
             return Lazy::Done;
         }
-        // Somebody waits. The monitor keeps the time: no mutex, no
-        // wake-up, at most a signal to the monitor. Otherwise under the
-        // mutex, so the waiter that is woken starts timing the call at once.
+        // Somebody waits: under the mutex, so that who waits is known and,
+        // without the monitor, the waiter that is woken starts timing the
+        // call at once. A pending request, or (priority) an I/O-class
+        // waiter, makes the release a real one.
         let slow = self.slow();
-        let room = (!self.inner.monitor).then(|| slow.mutex.lock());
-        if self.inner.drop_request.load(Relaxed) {
+        let room = slow.mutex.lock();
+        if self.inner.drop_request.load(Relaxed) || policy::lazy_hands_over(self.inner.policy, room.census) {
             drop(room);
             hot.owner.store(token.get(), Relaxed);
             return Lazy::Real { observed };
         }
         self.mark_in_call(hot.state.load(Relaxed), |_| true);
-        match room {
-            Some(room) => self.wake_next(slow, &room),
-            None => self.ask_monitor_to_look(),
+        if self.inner.monitor {
+            // The monitor keeps the time: no wake-up, at most a signal to it.
+            drop(room);
+            self.ask_monitor_to_look();
+        } else {
+            self.wake_next(slow, &room);
         }
         Lazy::Done
     }

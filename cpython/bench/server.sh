@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Thread-per-connection HTTP server (http.server.ThreadingHTTPServer) loaded
+# by wrk: stock CPython vs the rust-gil build under every preset, in one run
+# (issue 14); writes a Markdown report, and the raw numbers beside it as
+# OUT.json.
+#
+#   cpython/bench/server.sh OUT.md [server.py options: --seconds S --repeat N
+#                                   --connections 1,10,50,200 --spinners 0,1,2 --diag ...]
+#
+# Builds both interpreters first (cached: cpython/build.sh --stock) and
+# installs wrk with apt-get if it is missing. With the defaults (4 x 3 cells,
+# 8 interpreters, 3 rounds of 5 s) it takes about 45 minutes.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
+    echo "usage: cpython/bench/server.sh OUT.md [server.py options]" >&2
+    exit 2
+fi
+out=$1
+shift
+extra=("$@")
+
+if ! command -v wrk >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "server.sh: installing wrk (apt-get install wrk)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+    else
+        echo "server.sh: wrk not found; install it (Debian/Ubuntu: sudo apt-get install wrk)" >&2
+        exit 1
+    fi
+fi
+
+eval "$(bash "$repo/cpython/build.sh" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
+py=(--python "stock=$STOCK_PYTHON")
+for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))"); do
+    py+=(--python "$p=$RUSTGIL_PYTHON PYTHONRUSTGIL=$p")
+done
+
+python3 "$repo/cpython/bench/server.py" "${py[@]}" --out "$out" --json "${out%.md}.json" "${extra[@]}" >/dev/null
+echo "server.sh: wrote $out and ${out%.md}.json" >&2

@@ -1,13 +1,21 @@
-//! The simulator sweep: every policy × CPU-thread count, one I/O thread
-//! making round trips beside them (see `gil_bench::sim`). Prints a table of
-//! I/O round trips/s, round-trip latency (p50, p99) and CPU work/s, writes
-//! it to `OUT/sweep.md`, and draws one timeline per policy
-//! (`OUT/timeline-POLICY.svg`, and `.json` for Perfetto).
+//! The simulator sweep: every policy × CPU-thread count, one I/O thread (or
+//! several, each with its own peer) making round trips beside them (see
+//! `gil_bench::sim`). Prints a table of I/O round trips/s, round-trip
+//! latency (p50, p99; with several I/O threads also p99.9 and how evenly
+//! they were served) and CPU work/s, writes it to `OUT/sweep.md`, and draws
+//! one timeline per policy (`OUT/timeline-POLICY.svg`, and `.json` for
+//! Perfetto).
+//!
+//! With `--scale`, the scale sweep instead (see `gil_bench::scale`): every
+//! policy × number of waiting threads, hand-offs/s and wake-ups per
+//! hand-off, written to `OUT/scale.md`.
 //!
 //! ```text
-//! gil-bench [--seconds S] [--cpu N,N,...] [--policies P,P,...|all]
-//!           [--interval-us US] [--peer-delay-us US] [--trace-ms MS]
-//!           [--trace-cpu N] [--out DIR]
+//! gil-bench [--seconds S] [--cpu N,N,...] [--io-threads N,N,...]
+//!           [--io-work-units N] [--policies P,P,...|all] [--interval-us US]
+//!           [--peer-delay-us US] [--trace-ms MS] [--trace-cpu N] [--out DIR]
+//! gil-bench --scale [--waiters N,N,...] [--seconds S] [--policies P,P,...|all]
+//!           [--interval-us US] [--out DIR]
 //! ```
 
 use std::fmt::Write as _;
@@ -15,68 +23,129 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use gil_bench::scale::{self, ScaleCell};
 use gil_bench::sim::{self, Outcome, Scenario};
 use gil_core::trace::TraceFormat;
 use gil_core::GilConfig;
 
 const USAGE: &str = "\
 usage: gil-bench [options]
+       gil-bench --scale [--waiters LIST] [--seconds S] [--policies LIST]
+                 [--interval-us US] [--out DIR]
 
-Runs one I/O thread (64-byte round trips over a socket pair, released
+Runs I/O threads (64-byte round trips over a socket pair each, released
 around each write and read) beside 0..N CPU-bound threads on one lock, for
 every policy, and prints I/O round trips/s, latency and CPU work/s.
 
-  --seconds S         length of each run (default 1.5)
-  --cpu LIST          CPU-thread counts, comma-separated (default 0,1,2,4)
-  --policies LIST     presets, comma-separated, or 'all' (default all)
-  --interval-us US    switch interval (default 5000, CPython's)
-  --peer-delay-us US  the echo peer's think time (default 0: at once)
-  --trace-ms MS       timeline window per policy (default 30; 0: no pictures)
-  --trace-cpu N       CPU threads in the traced run (default 2; must be in --cpu)
-  --out DIR           where sweep.md and the timelines go (default target/gil-bench)";
+  --seconds S          length of each run (default 1.5; 1 with --scale)
+  --cpu LIST           CPU-thread counts, comma-separated (default 0,1,2,4);
+                       --cpu-threads is the same
+  --io-threads LIST    I/O-thread counts, comma-separated, 1-1024 (default 1);
+                       each I/O thread has its own peer
+  --io-work-units N    work units (~1 µs each) an I/O thread does under the
+                       lock handling each reply, answering drop requests
+                       between them (default 0)
+  --policies LIST      presets, comma-separated, or 'all' (default all)
+  --interval-us US     switch interval (default 5000, CPython's)
+  --peer-delay-us US   the echo peer's think time (default 0: at once)
+  --trace-ms MS        timeline window per policy (default 30; 0: no pictures)
+  --trace-cpu N        CPU threads in the traced run (default 2; must be in --cpu);
+                       the traced run has the first --io-threads count
+  --out DIR            where sweep.md (scale.md) and the timelines go
+                       (default target/gil-bench)
+
+  --scale              the scale sweep instead: 1 + N threads contend (take the
+                       lock, ~1 µs of work, release, again), N waiting; prints
+                       hand-offs/s and context switches per hand-off
+  --waiters LIST       waiting-thread counts for --scale, 1-1024
+                       (default 1,4,16,64,256)";
+
+/// The most I/O threads, or waiting threads, a command line may ask for.
+const MAX_THREADS: usize = 1024;
 
 struct Args {
     seconds: f64,
     cpu: Vec<usize>,
+    io_threads: Vec<usize>,
+    io_work: u32,
     policies: Vec<&'static str>,
     interval_us: u64,
     peer_delay_us: u64,
     trace_ms: u64,
     trace_cpu: usize,
     out: PathBuf,
+    scale: bool,
+    waiters: Vec<usize>,
+}
+
+/// A comma-separated list of counts, each in `range`; an error names the
+/// option and the bad value.
+fn count_list(flag: &str, v: &str, range: std::ops::RangeInclusive<usize>) -> Result<Vec<usize>, String> {
+    v.split(',')
+        .map(|n| {
+            let n = n.trim();
+            let k = n.parse::<usize>().map_err(|e| format!("{flag} {n:?}: {e}"))?;
+            if range.contains(&k) {
+                Ok(k)
+            } else {
+                Err(format!("{flag} {k}: must be {} to {}", range.start(), range.end()))
+            }
+        })
+        .collect()
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         seconds: 1.5,
         cpu: vec![0, 1, 2, 4],
+        io_threads: vec![1],
+        io_work: 0,
         policies: gil_core::PRESETS.to_vec(),
         interval_us: gil_core::DEFAULT_SWITCH_INTERVAL_US,
         peer_delay_us: 0,
         trace_ms: 30,
         trace_cpu: 2,
         out: PathBuf::from("target/gil-bench"),
+        scale: false,
+        waiters: vec![1, 4, 16, 64, 256],
     };
+    let mut seconds_given = false;
+    let mut sweep_only: Vec<String> = Vec::new();
+    let mut waiters_given = false;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         let number = |v: String| v.parse::<u64>().map_err(|e| format!("{flag} {v:?}: {e}"));
+        if matches!(
+            flag.as_str(),
+            "--cpu"
+                | "--cpu-threads"
+                | "--io-threads"
+                | "--io-work-units"
+                | "--peer-delay-us"
+                | "--trace-ms"
+                | "--trace-cpu"
+        ) {
+            sweep_only.push(flag.clone());
+        }
         match flag.as_str() {
             "--seconds" => {
                 let v = value()?;
                 args.seconds = v.parse().map_err(|e| format!("--seconds {v:?}: {e}"))?;
                 if !(args.seconds > 0.0 && args.seconds <= 3600.0) {
-                    return Err("--seconds must be in (0, 3600]".into());
+                    return Err(format!("--seconds {v}: must be in (0, 3600]"));
                 }
+                seconds_given = true;
             }
-            "--cpu" => {
-                args.cpu = value()?
-                    .split(',')
-                    .map(|n| n.trim().parse::<usize>().map_err(|e| format!("--cpu {n:?}: {e}")))
-                    .collect::<Result<_, _>>()?;
-                if args.cpu.iter().any(|&n| n > 64) {
-                    return Err("--cpu: at most 64 CPU threads".into());
-                }
+            "--cpu" | "--cpu-threads" => args.cpu = count_list(&flag, &value()?, 0..=64)?,
+            "--io-threads" => args.io_threads = count_list(&flag, &value()?, 1..=MAX_THREADS)?,
+            "--io-work-units" => {
+                let v = value()?;
+                let n = number(v.clone())?;
+                args.io_work = u32::try_from(n)
+                    .ok()
+                    .filter(|&n| n <= 1_000_000)
+                    .ok_or_else(|| format!("--io-work-units {v}: at most 1000000 (one second per reply)"))?;
             }
             "--policies" => {
                 let v = value()?;
@@ -98,12 +167,36 @@ fn parse_args() -> Result<Args, String> {
             "--trace-ms" => args.trace_ms = number(value()?)?,
             "--trace-cpu" => args.trace_cpu = number(value()?)? as usize,
             "--out" => args.out = PathBuf::from(value()?),
+            "--scale" => args.scale = true,
+            "--waiters" => {
+                args.waiters = count_list(&flag, &value()?, 1..=MAX_THREADS)?;
+                waiters_given = true;
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
     }
-    if args.cpu.is_empty() || args.policies.is_empty() {
-        return Err("--cpu and --policies need at least one value".into());
+    if args.policies.is_empty() {
+        return Err("--policies needs at least one value".into());
+    }
+    if args.interval_us > gil_core::MAX_SWITCH_INTERVAL_US {
+        return Err(format!(
+            "--interval-us {}: at most {} µs",
+            args.interval_us,
+            gil_core::MAX_SWITCH_INTERVAL_US
+        ));
+    }
+    if args.scale {
+        if let Some(flag) = sweep_only.first() {
+            return Err(format!("{flag} is not an option of --scale (try --help)"));
+        }
+        if !seconds_given {
+            args.seconds = 1.0;
+        }
+        return Ok(args);
+    }
+    if waiters_given {
+        return Err("--waiters is an option of --scale only".into());
     }
     if args.trace_ms > 0 && !args.cpu.contains(&args.trace_cpu) {
         return Err(format!(
@@ -115,12 +208,6 @@ fn parse_args() -> Result<Args, String> {
         return Err(format!(
             "--trace-ms {} is longer than a run (--seconds {})",
             args.trace_ms, args.seconds
-        ));
-    }
-    if args.interval_us > gil_core::MAX_SWITCH_INTERVAL_US {
-        return Err(format!(
-            "--interval-us: at most {} µs",
-            gil_core::MAX_SWITCH_INTERVAL_US
         ));
     }
     Ok(args)
@@ -138,7 +225,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match sweep(&args) {
+    let result = if args.scale { scale_sweep(&args) } else { sweep(&args) };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             eprintln!("gil-bench: {msg}");
@@ -147,70 +235,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn sweep(args: &Args) -> Result<(), String> {
-    std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let header = format!(
-        "1 I/O thread ({}-byte round trips over a socket pair, peer answers after {} µs) beside N CPU-bound \
-         threads (work units of ~1 µs); switch interval {} µs; {} s per run; {} CPUs.",
-        64, args.peer_delay_us, args.interval_us, args.seconds, cpus
-    );
-    println!("{header}\n");
-    let mut table = String::new();
-    let _ = writeln!(
-        table,
-        "| policy | CPU threads | I/O round trips/s | vs 0 CPU threads | round trip p50 | p99 | CPU work, M units/s |"
-    );
-    let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|");
-    print!("{table}");
-    let started = Instant::now();
-    let mut pictures = Vec::new();
-    for &policy in &args.policies {
-        let mut unloaded: Option<f64> = None;
-        for &n in &args.cpu {
-            let config = GilConfig::preset(policy)
-                .map_err(|e| e.to_string())?
-                .switch_interval_us(args.interval_us);
-            let mut s = Scenario::new(config, n, Duration::from_secs_f64(args.seconds));
-            s.peer_delay = Duration::from_micros(args.peer_delay_us);
-            if args.trace_ms > 0 && n == args.trace_cpu {
-                s.trace = Some(Duration::from_millis(args.trace_ms));
-                s.title = format!(
-                    "{policy}: 1 I/O thread + {n} CPU threads, switch interval {} µs",
-                    args.interval_us
-                );
-            }
-            let o: Outcome = sim::run(&s).map_err(|e| format!("{policy} with {n} CPU threads: {e}"))?;
-            let rate = o.round_trips_per_s();
-            if n == 0 {
-                unloaded = Some(rate);
-            }
-            let line = format!(
-                "| {policy} | {n} | {rate:.0} | {} | {} | {} | {} |\n",
-                unloaded.map_or_else(|| "-".into(), |u| format!("{:.2}x", rate / u)),
-                micros(o.round_trip_quantile(0.5)),
-                micros(o.round_trip_quantile(0.99)),
-                if n == 0 {
-                    "-".into()
-                } else {
-                    format!("{:.2}", o.cpu_units_per_s() / 1e6)
-                },
-            );
-            print!("{line}");
-            table.push_str(&line);
-            if let Some(trace) = &o.trace {
-                for ext in ["svg", "json"] {
-                    let path = args.out.join(format!("timeline-{policy}.{ext}"));
-                    let format = TraceFormat::from_path(&path).expect("svg and json are formats");
-                    trace
-                        .write_to(&path, format)
-                        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                    pictures.push(path);
-                }
-            }
-        }
-    }
-    let report = args.out.join("sweep.md");
+fn config(policy: &str, interval_us: u64) -> Result<GilConfig, String> {
+    Ok(GilConfig::preset(policy)
+        .map_err(|e| e.to_string())?
+        .switch_interval_us(interval_us))
+}
+
+fn write_report(args: &Args, name: &str, header: &str, table: &str, started: Instant) -> Result<(), String> {
+    let report = args.out.join(name);
     std::fs::write(&report, format!("{header}\n\n{table}"))
         .map_err(|e| format!("cannot write {}: {e}", report.display()))?;
     println!(
@@ -218,6 +250,117 @@ fn sweep(args: &Args) -> Result<(), String> {
         started.elapsed().as_secs_f64(),
         report.display()
     );
+    Ok(())
+}
+
+fn sweep(args: &Args) -> Result<(), String> {
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    // With more than one I/O thread, the table says how many and how evenly
+    // they were served; with one, it stays as it always was.
+    let many = args.io_threads.iter().any(|&n| n > 1);
+    let io_who = if many {
+        let counts: Vec<String> = args.io_threads.iter().map(usize::to_string).collect();
+        format!("{} I/O threads, each with its own peer", counts.join(", "))
+    } else {
+        "1 I/O thread".to_string()
+    };
+    let handling = if args.io_work > 0 {
+        format!(
+            ", each reply handled with {} work units under the lock (inside the round trip)",
+            args.io_work
+        )
+    } else {
+        String::new()
+    };
+    let header = format!(
+        "{io_who} ({}-byte round trips over a socket pair, peer answers after {} µs{handling}) beside N \
+         CPU-bound threads (work units of ~1 µs); switch interval {} µs; {} s per run; {} CPUs.",
+        64, args.peer_delay_us, args.interval_us, args.seconds, cpus
+    );
+    println!("{header}\n");
+    let mut table = String::new();
+    if many {
+        let _ = writeln!(
+            table,
+            "| policy | I/O threads | CPU threads | I/O round trips/s | vs 0 CPU threads | round trip p50 | p99 | \
+             p99.9 | round trips per I/O thread, min-max (CV) | CPU work, M units/s |"
+        );
+        let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    } else {
+        let _ = writeln!(
+            table,
+            "| policy | CPU threads | I/O round trips/s | vs 0 CPU threads | round trip p50 | p99 | CPU work, M units/s |"
+        );
+        let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|");
+    }
+    print!("{table}");
+    let started = Instant::now();
+    let mut pictures = Vec::new();
+    for &policy in &args.policies {
+        for (k, &io) in args.io_threads.iter().enumerate() {
+            let mut unloaded: Option<f64> = None;
+            for &n in &args.cpu {
+                let mut s = Scenario::new(
+                    config(policy, args.interval_us)?,
+                    n,
+                    Duration::from_secs_f64(args.seconds),
+                );
+                s.io_threads = io;
+                s.io_work = args.io_work;
+                s.peer_delay = Duration::from_micros(args.peer_delay_us);
+                if args.trace_ms > 0 && n == args.trace_cpu && k == 0 {
+                    s.trace = Some(Duration::from_millis(args.trace_ms));
+                    let who = if io == 1 {
+                        "1 I/O thread".to_string()
+                    } else {
+                        format!("{io} I/O threads")
+                    };
+                    s.title = format!(
+                        "{policy}: {who} + {n} CPU threads, switch interval {} µs",
+                        args.interval_us
+                    );
+                }
+                let o: Outcome =
+                    sim::run(&s).map_err(|e| format!("{policy} with {io} I/O threads and {n} CPU threads: {e}"))?;
+                let rate = o.round_trips_per_s();
+                if n == 0 {
+                    unloaded = Some(rate);
+                }
+                let vs = unloaded.map_or_else(|| "-".into(), |u| format!("{:.2}x", rate / u));
+                let cpu_work = if n == 0 {
+                    "-".into()
+                } else {
+                    format!("{:.2}", o.cpu_units_per_s() / 1e6)
+                };
+                let (p50, p99) = (micros(o.round_trip_quantile(0.5)), micros(o.round_trip_quantile(0.99)));
+                let line = if many {
+                    let fair = o
+                        .io_fairness()
+                        .map_or_else(|| "-".into(), |f| format!("{}-{} ({:.2})", f.min, f.max, f.cv));
+                    format!(
+                        "| {policy} | {io} | {n} | {rate:.0} | {vs} | {p50} | {p99} | {} | {fair} | {cpu_work} |\n",
+                        micros(o.round_trip_quantile(0.999)),
+                    )
+                } else {
+                    format!("| {policy} | {n} | {rate:.0} | {vs} | {p50} | {p99} | {cpu_work} |\n")
+                };
+                print!("{line}");
+                table.push_str(&line);
+                if let Some(trace) = &o.trace {
+                    for ext in ["svg", "json"] {
+                        let path = args.out.join(format!("timeline-{policy}.{ext}"));
+                        let format = TraceFormat::from_path(&path).expect("svg and json are formats");
+                        trace
+                            .write_to(&path, format)
+                            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                        pictures.push(path);
+                    }
+                }
+            }
+        }
+    }
+    write_report(args, "sweep.md", &header, &table, started)?;
     if !pictures.is_empty() {
         println!("timelines (SVG; JSON opens in ui.perfetto.dev):");
         for p in pictures {
@@ -225,4 +368,54 @@ fn sweep(args: &Args) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+fn scale_sweep(args: &Args) -> Result<(), String> {
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let header = format!(
+        "Scale sweep: 1 + N threads contend for one lock (each takes it, does one ~1 µs work unit, releases \
+         voluntarily, takes it again), N waiting; switch interval {} µs; {} s measured per cell after a warm-up; \
+         {} CPUs. A hand-off is an acquisition by another thread than the last holder; wake-ups are the \
+         process's voluntary context switches, all = voluntary + involuntary (getrusage).",
+        args.interval_us, args.seconds, cpus
+    );
+    println!("{header}\n");
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "| policy | waiting threads | acquisitions/s | hand-offs/s | hand-offs, % of acquisitions | \
+         wake-ups per hand-off | all context switches per hand-off | drop requests per hand-off |"
+    );
+    let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|---:|");
+    print!("{table}");
+    let started = Instant::now();
+    for &policy in &args.policies {
+        for &n in &args.waiters {
+            let cell = ScaleCell::new(
+                config(policy, args.interval_us)?,
+                n,
+                Duration::from_secs_f64(args.seconds),
+            );
+            let o = scale::run(&cell).map_err(|e| format!("{policy} with {n} waiting threads: {e}"))?;
+            let per = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
+            let share = if o.acquisitions > 0 {
+                format!("{:.1} %", 100.0 * o.handoffs as f64 / o.acquisitions as f64)
+            } else {
+                "-".into()
+            };
+            let drops = (o.handoffs > 0).then(|| o.drop_requests as f64 / o.handoffs as f64);
+            let line = format!(
+                "| {policy} | {n} | {:.0} | {:.0} | {share} | {} | {} | {} |\n",
+                o.acquisitions_per_s(),
+                o.handoffs_per_s(),
+                per(o.wakeups_per_handoff()),
+                per(o.context_switches_per_handoff()),
+                per(drops),
+            );
+            print!("{line}");
+            table.push_str(&line);
+        }
+    }
+    write_report(args, "scale.md", &header, &table, started)
 }

@@ -532,3 +532,85 @@ fn priority_lazy_release_hands_over_to_a_waiting_io_thread() {
         assert_eq!(gil.last_holder(), None, "{preset}: the waiter's final release");
     }
 }
+
+/// A CPU-class waiter that is woken at every release but always loses the
+/// race to an I/O-class thread arriving right after it (two threads taking
+/// turns, each calling `acquire` the moment the other's `release` returns,
+/// so neither ever waits and every release wakes the CPU-class waiter) is
+/// still served within the starvation bound. Its waits never time out, so
+/// the bound must be checked at every wake-up, not only after a timed wait
+/// expired.
+#[test]
+fn priority_a_cpu_waiter_woken_often_still_starves_into_the_lock() {
+    for preset in ["priority", "priority-lazy", "priority-monitor", "priority-lazy-monitor"] {
+        let (served, counters) = woken_cpu_waiter_served(preset);
+        assert!(
+            served,
+            "{preset}: the CPU-class waiter never got the lock ({counters:?})"
+        );
+    }
+}
+
+fn woken_cpu_waiter_served(preset: &str) -> (bool, gil_core::Counters) {
+    const INTERVAL_US: u64 = 1_000;
+    let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(INTERVAL_US)).unwrap());
+    let cpu = tok(1);
+    gil.acquire(cpu).unwrap();
+    gil.release(cpu, ReleaseReason::Forced).unwrap(); // CPU-class from now on
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicBool::new(false));
+    let turn = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let io: Vec<_> = (0..2)
+        .map(|i| {
+            let (gil, stop, turn) = (gil.clone(), stop.clone(), turn.clone());
+            thread::spawn(move || {
+                let me = tok(2 + i);
+                while !stop.load(Ordering::Relaxed) {
+                    if turn.load(Ordering::Acquire) != i {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    gil.acquire(me).unwrap();
+                    // Held long enough for the waiter to block, never so
+                    // long that its wait times out.
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_micros(20) && !gil.drop_requested() {
+                        std::hint::spin_loop();
+                    }
+                    let reason = if gil.drop_requested() {
+                        ReleaseReason::Forced
+                    } else {
+                        ReleaseReason::Voluntary
+                    };
+                    gil.release(me, reason).unwrap();
+                    turn.store(1 - i, Ordering::Release);
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(5)); // the I/O threads are cycling
+    let waiter = {
+        let (gil, served) = (gil.clone(), served.clone());
+        thread::spawn(move || {
+            while !gil.is_locked() {
+                std::hint::spin_loop(); // arrive while it is held
+            }
+            gil.acquire(cpu).unwrap();
+            served.store(true, Ordering::Relaxed);
+            gil.release(cpu, ReleaseReason::Final).unwrap();
+        })
+    };
+    // 1000 starvation bounds: the property is "served at all".
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !served.load(Ordering::Relaxed) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let ok = served.load(Ordering::Relaxed);
+    let counters = gil.counters();
+    stop.store(true, Ordering::Relaxed);
+    for h in io {
+        h.join().unwrap();
+    }
+    waiter.join().unwrap();
+    (ok, counters)
+}

@@ -111,13 +111,9 @@ impl Gil {
                     cond.wait_for(&mut room, self.interval())
                 }
             };
-            if !timed_out {
-                continue;
-            }
-            if self.ask_abort(&mut should_abort) {
-                self.leave(slow, &mut room, &w, false);
-                return Err(GilError::Aborted);
-            }
+            // The starvation bound is checked at every wake-up: a waiter
+            // woken by every release but losing every race (to threads
+            // arriving as it wakes) never sees a wait time out.
             if policy::may_starve(policy, w.class, w.starving)
                 && room.clock.passed(w.since, policy::starvation_bound(self.interval()))
             {
@@ -125,6 +121,13 @@ impl Gil {
                 room.census.starving += 1;
                 bump(&self.inner.starvation_promotions, 1);
                 continue;
+            }
+            if !timed_out {
+                continue;
+            }
+            if self.ask_abort(&mut should_abort) {
+                self.leave(slow, &mut room, &w, false);
+                return Err(GilError::Aborted);
             }
             // A whole interval passed with the holder running. Ask for a
             // drop only if nobody took the lock in the meantime: after a

@@ -129,8 +129,8 @@ typedef struct {
   // release is real, as in CPython.
   uint64_t lazy_release_us;
   // Non-zero: the process's monitor thread keeps this lock's time and
-  // waiters are served first come, first served (see gil-core's
-  // `GilConfig::monitor`). Default: 0, every waiter times its own wait.
+  // waiters are served in arrival order, with bounded overtaking (see
+  // gil-core's `GilConfig::monitor`). Default: 0, every waiter times its own wait.
   uint32_t monitor;
   // A bounded spin: microseconds a waiter that has just asked the holder
   // to drop watches the lock before it sleeps (at most 10000). Default:

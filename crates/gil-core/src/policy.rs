@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use crate::class::ThreadClass;
-use crate::config::STARVATION_INTERVALS;
+use crate::config::{HANDOFF_FRACTION, STARVATION_INTERVALS};
 use crate::{Policy, ReleaseReason};
 
 /// How many threads wait, by class: the waiting room's census, kept under
@@ -122,10 +122,38 @@ pub(crate) fn lazy_hands_over(policy: Policy, census: Census) -> bool {
     policy == Policy::Priority && census.io > 0
 }
 
-/// Whether a waiter of `class` may take a free lock now, in the plain
-/// waiting room (where nobody is queued): a starving waiter goes before
-/// anyone; then I/O-class waiters before CPU-class ones.
-pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starving: bool) -> bool {
+/// Where the waiting room's designee (see [`designee`]) stands, as seen by a
+/// thread that wants the free lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Nobody is queued, or the designee has not waited past the hand-off
+    /// bound ([`handoff_bound`]): a running thread may take the lock before
+    /// it, as the class rules allow.
+    Open,
+    /// The caller is the designee.
+    Mine,
+    /// The designee, of this class, has waited past the hand-off bound: the
+    /// lock is kept for it.
+    Reserved(ThreadClass),
+}
+
+/// Whether a thread of `class` (`starving`: marked so while waiting) may take
+/// a free lock now, with the designee at `turn`.
+///
+/// - The designee may (it is chosen by the same rules).
+/// - A designee past the hand-off bound gets the lock handed to it: nobody
+///   else may take it, except (priority policy) an I/O-class thread past a
+///   CPU-class designee, which the starvation bound protects instead.
+/// - Otherwise a starving waiter goes before anyone, then (priority policy)
+///   I/O-class threads before CPU-class ones; under classic anyone may.
+pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starving: bool, turn: Turn) -> bool {
+    match turn {
+        Turn::Mine => return true,
+        Turn::Reserved(d) if !(policy == Policy::Priority && class == ThreadClass::Io && d == ThreadClass::Cpu) => {
+            return false
+        }
+        _ => {}
+    }
     match policy {
         Policy::Priority if census.starving > 0 => starving,
         Policy::Priority => class == ThreadClass::Io || census.io == 0,
@@ -133,16 +161,23 @@ pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starv
     }
 }
 
-/// Whether a thread that is not queued may take a free monitored lock: only
-/// if it would be the designee itself, so nobody overtakes a queued waiter
-/// of its own class (an I/O-class thread passes CPU-class waiters under the
-/// priority policy).
-pub(crate) fn may_take_unqueued(policy: Policy, census: Census, queued: usize, class: ThreadClass) -> bool {
-    match policy {
-        _ if queued == 0 => true,
-        Policy::Priority => census.starving == 0 && class == ThreadClass::Io && census.io == 0,
-        _ => false,
-    }
+/// How long the designee may be overtaken by running threads before the
+/// lock is handed to it ([`Turn::Reserved`]), counted from when it became
+/// the designee: [`HANDOFF_FRACTION`] of a switch interval (1 ms by
+/// default). `None`: no bound, CPython's rule, kept by the classic policy
+/// without the monitor.
+///
+/// A thread that is running when the lock comes free (back from a short
+/// system call, or the releaser itself) takes it sooner than a sleeping
+/// waiter can wake: that keeps the lock busy, and lets a request handler
+/// whose `send` returned at once finish its request. Unbounded, the same
+/// waiter can be overtaken again and again, and with many I/O threads that
+/// is the tail of the latency. Timed from when the waiter joined instead
+/// (Go's mutex), a busy server would be first come, first served at every
+/// acquisition, a handler going to the back of the queue after each short
+/// call, and every hand-off would wait for a sleeping thread to wake.
+pub(crate) fn handoff_bound(policy: Policy, monitor: bool, interval: Duration) -> Option<Duration> {
+    (policy == Policy::Priority || monitor).then(|| interval / HANDOFF_FRACTION)
 }
 
 /// Whether a waiter of class `waiter` asks a running holder of class
@@ -171,40 +206,15 @@ pub(crate) fn starvation_bound(interval: Duration) -> Duration {
     interval.saturating_mul(STARVATION_INTERVALS as u32)
 }
 
-/// Whom a release wakes in the plain waiting room.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wake {
-    /// Every CPU-class waiter: the starving one among them must run.
-    AllCpu,
-    /// One I/O-class waiter.
-    OneIo,
-    /// One CPU-class waiter.
-    OneCpu,
-}
-
-/// Whom a release wakes in the plain waiting room: starving waiters first,
-/// then I/O-class, then CPU-class ones.
-pub(crate) fn wake(census: Census) -> Option<Wake> {
-    if census.starving > 0 {
-        Some(Wake::AllCpu)
-    } else if census.io > 0 {
-        Some(Wake::OneIo)
-    } else if census.cpu > 0 {
-        Some(Wake::OneCpu)
-    } else {
-        None
-    }
-}
-
-/// What the monitored queue's rules need to know of an entry.
+/// What the queue's rules need to know of an entry.
 pub(crate) trait Candidate {
     fn class(&self) -> ThreadClass;
     fn starving(&self) -> bool;
 }
 
-/// The queued waiter a free monitored lock goes to: the first starving
-/// waiter, else (priority policy) the first I/O-class waiter, else the
-/// first waiter. `queue` is in arrival order.
+/// The waiter a free lock goes to, and the one a release wakes: the first
+/// starving waiter, else (priority policy) the first I/O-class waiter, else
+/// the first waiter. `queue` is in arrival order.
 pub(crate) fn designee<'q, C: Candidate + 'q>(
     policy: Policy,
     census: Census,
@@ -339,7 +349,7 @@ mod tests {
     fn classic_lets_anyone_take_a_free_lock() {
         for c in [census(0, 0, 0), census(3, 2, 1)] {
             for class in [Io, Cpu] {
-                assert!(may_take(Policy::Classic, c, class, false));
+                assert!(may_take(Policy::Classic, c, class, false, Turn::Open));
             }
         }
     }
@@ -347,25 +357,59 @@ mod tests {
     #[test]
     fn priority_serves_io_before_cpu_and_starving_before_all() {
         let p = Policy::Priority;
-        assert!(may_take(p, census(1, 1, 0), Io, false));
-        assert!(!may_take(p, census(1, 1, 0), Cpu, false));
-        assert!(may_take(p, census(0, 2, 0), Cpu, false));
+        assert!(may_take(p, census(1, 1, 0), Io, false, Turn::Open));
+        assert!(!may_take(p, census(1, 1, 0), Cpu, false, Turn::Open));
+        assert!(may_take(p, census(0, 2, 0), Cpu, false, Turn::Open));
         // A starving waiter goes before anyone, I/O-class ones included.
-        assert!(!may_take(p, census(1, 1, 1), Io, false));
-        assert!(may_take(p, census(1, 1, 1), Cpu, true));
+        assert!(!may_take(p, census(1, 1, 1), Io, false, Turn::Open));
+        assert!(may_take(p, census(1, 1, 1), Cpu, true, Turn::Open));
     }
 
     #[test]
-    fn an_unqueued_thread_never_overtakes_a_queued_one_of_its_class() {
+    fn an_overdue_designee_is_handed_the_lock() {
         for p in POLICIES {
-            assert!(may_take_unqueued(p, census(0, 0, 0), 0, Cpu));
-            assert!(!may_take_unqueued(p, census(1, 0, 0), 1, Io));
+            // Nobody else takes it, whatever the class rules say...
+            assert!(!may_take(p, census(2, 0, 0), Io, false, Turn::Reserved(Io)));
+            assert!(!may_take(p, census(0, 2, 0), Cpu, false, Turn::Reserved(Cpu)));
+            // ...and the designee itself always may.
+            assert!(may_take(p, census(1, 1, 1), Cpu, true, Turn::Mine));
+            assert!(may_take(p, census(2, 0, 0), Io, false, Turn::Mine));
         }
-        assert!(!may_take_unqueued(Policy::Classic, census(0, 1, 0), 1, Io));
-        // Priority: I/O-class passes queued CPU-class waiters, unless one starves.
-        assert!(may_take_unqueued(Policy::Priority, census(0, 1, 0), 1, Io));
-        assert!(!may_take_unqueued(Policy::Priority, census(0, 1, 1), 1, Io));
-        assert!(!may_take_unqueued(Policy::Priority, census(0, 1, 0), 1, Cpu));
+        // Priority: an I/O-class thread still passes a CPU-class designee
+        // (the starvation bound protects that one), unless it starves.
+        assert!(may_take(
+            Policy::Priority,
+            census(0, 1, 0),
+            Io,
+            false,
+            Turn::Reserved(Cpu)
+        ));
+        assert!(!may_take(
+            Policy::Classic,
+            census(0, 1, 0),
+            Io,
+            false,
+            Turn::Reserved(Cpu)
+        ));
+        assert!(!may_take(
+            Policy::Priority,
+            census(0, 1, 1),
+            Io,
+            false,
+            Turn::Reserved(Cpu)
+        ));
+    }
+
+    #[test]
+    fn the_handoff_bound_is_a_fraction_of_the_interval_except_plain_classic() {
+        let i = Duration::from_millis(5);
+        assert_eq!(handoff_bound(Policy::Classic, false, i), None);
+        assert_eq!(handoff_bound(Policy::Classic, true, i), Some(i / HANDOFF_FRACTION));
+        assert_eq!(
+            handoff_bound(Policy::Priority, false, i),
+            Some(Duration::from_millis(1))
+        );
+        assert_eq!(handoff_bound(Policy::Priority, true, i), Some(Duration::from_millis(1)));
     }
 
     #[test]
@@ -395,14 +439,6 @@ mod tests {
         let i = Duration::from_millis(5);
         assert_eq!(starvation_bound(i), i * STARVATION_INTERVALS as u32);
         assert_eq!(starvation_bound(Duration::MAX), Duration::MAX);
-    }
-
-    #[test]
-    fn a_release_wakes_starving_then_io_then_cpu() {
-        assert_eq!(wake(census(0, 0, 0)), None);
-        assert_eq!(wake(census(2, 2, 1)), Some(Wake::AllCpu));
-        assert_eq!(wake(census(2, 2, 0)), Some(Wake::OneIo));
-        assert_eq!(wake(census(0, 2, 0)), Some(Wake::OneCpu));
     }
 
     #[test]

@@ -208,29 +208,36 @@ fn a_fast_system_call_is_reclaimed_despite_waiters() {
     waiter.join().unwrap();
 }
 
+/// A queued waiter that has waited past the hand-off bound (a fifth of the
+/// switch interval) gets the free lock: a running thread's `try_acquire`
+/// cannot take it first.
 #[test]
-fn try_acquire_does_not_overtake_queued_waiters() {
-    let gil = Arc::new(Gil::new(GilConfig::preset("monitor").unwrap()).unwrap());
-    let waits = count_waits(&gil);
-    gil.acquire(tok(1)).unwrap();
-    let waiter = {
-        let gil = gil.clone();
-        thread::spawn(move || {
-            gil.acquire(tok(2)).unwrap();
-            thread::sleep(Duration::from_millis(5));
-            // Voluntary: keeps `last_holder`, which ends the loop below.
-            gil.release(tok(2), ReleaseReason::Voluntary).unwrap();
-        })
-    };
-    wait_until("the waiter to queue", || waits.load(SeqCst) == 1);
-    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
-    // Free for an instant, but promised to the queued waiter.
-    let mut took = false;
-    while !took && gil.last_holder() != Some(tok(2)) {
-        took = gil.try_acquire(tok(3)).unwrap();
+fn try_acquire_does_not_overtake_an_overdue_waiter() {
+    for preset in ["monitor", "priority", "priority-monitor"] {
+        let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap()).unwrap());
+        let waits = count_waits(&gil);
+        gil.acquire(tok(1)).unwrap();
+        let waiter = {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                gil.acquire(tok(2)).unwrap();
+                thread::sleep(Duration::from_millis(5));
+                // Voluntary: keeps `last_holder`, which ends the loop below.
+                gil.release(tok(2), ReleaseReason::Voluntary).unwrap();
+            })
+        };
+        wait_until("the waiter to queue", || waits.load(SeqCst) == 1);
+        let bound = Duration::from_micros(gil.switch_interval_us()) / gil_core::HANDOFF_FRACTION;
+        thread::sleep(bound * 2);
+        gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+        // Free for an instant, but handed to the overdue waiter.
+        let mut took = false;
+        while !took && gil.last_holder() != Some(tok(2)) {
+            took = gil.try_acquire(tok(3)).unwrap();
+        }
+        assert!(!took, "{preset}: try_acquire overtook an overdue waiter");
+        waiter.join().unwrap();
     }
-    assert!(!took, "try_acquire overtook a queued waiter");
-    waiter.join().unwrap();
 }
 
 #[test]

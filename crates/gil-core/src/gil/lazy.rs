@@ -88,7 +88,7 @@ impl Gil {
             drop(room);
             self.ask_monitor_to_look();
         } else {
-            self.wake_next(slow, &room);
+            self.wake_next(&room);
         }
         Lazy::Done
     }

@@ -222,7 +222,7 @@ impl Gil {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
         let class = self.class_of(token);
-        if !self.may_take_now(class, &room) || !self.try_lock_word() {
+        if !self.may_take_now(class, &mut room) || !self.try_lock_word() {
             return Ok(false);
         }
         self.took_over_under_mutex(token, class, slow, &mut room);
@@ -500,10 +500,9 @@ impl Gil {
         room.clock.tick();
         if self.inner.monitor {
             self.monitor_pass_locked(&mut room);
-            self.loom_wake_queued(&room);
         }
         under_mutex();
-        slow.wake_all();
+        room.wake_all();
     }
 
     // ---- internals ----------------------------------------------------

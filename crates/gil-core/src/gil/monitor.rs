@@ -4,14 +4,14 @@
 //!
 //! # Waiting
 //!
-//! A waiter of a monitored lock joins the lock's queue with its own
-//! condition variable and blocks without a timeout. A free lock goes to the
-//! *designee*: the first starving waiter, else (priority policy) the first
-//! I/O-class waiter, else the first waiter — first come, first served, and a
-//! release wakes exactly the designee. A thread that is not queued takes a
-//! free lock only if it would be the designee itself (an I/O-class thread
-//! past CPU-class waiters under the priority policy), so nobody overtakes a
-//! waiter of its own class.
+//! A waiter of a monitored lock joins the waiting room's queue with its own
+//! condition variable, as every waiter does, and blocks without a timeout.
+//! A release wakes exactly the *designee*: the first starving waiter, else
+//! (priority policy) the first I/O-class waiter, else the first waiter.
+//! A thread that is running when the lock comes free may take it first
+//! until the designee has been overtaken for a fifth of a switch interval;
+//! from then on the lock is handed to the designee
+//! ([`policy::handoff_bound`]).
 //!
 //! # Keeping time
 //!
@@ -51,7 +51,6 @@
 //! Under loom there is no thread: the model's clock thread runs the same
 //! pass (`Gil::loom_tick`).
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
@@ -59,41 +58,13 @@ use super::room::{first_seen, WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
 use super::{bump, AbortCheck, Gil};
 use crate::class::ThreadClass;
-use crate::policy::{self, Candidate};
+use crate::policy;
 use crate::sync::{Condvar, Stamp};
 use crate::{GilError, Token};
-
-/// A waiter in a monitored lock's queue.
-pub(super) struct Queued {
-    ticket: u64,
-    class: ThreadClass,
-    since: Stamp,
-    starving: bool,
-    cond: CondRef,
-}
-
-impl Candidate for Queued {
-    fn class(&self) -> ThreadClass {
-        self.class
-    }
-    fn starving(&self) -> bool {
-        self.starving
-    }
-}
-
-/// The queued waiter's own condition variable, which lives on its stack.
-struct CondRef(*const Condvar);
-
-// SAFETY: the pointer is only dereferenced under the lock's mutex while its
-// entry is queued, and a waiter removes its entry (under the mutex) before
-// its condition variable goes away.
-unsafe impl Send for CondRef {}
 
 /// The monitor's share of a [`WaitRoom`].
 #[derive(Default)]
 pub(super) struct MonitorRoom {
-    queue: VecDeque<Queued>,
-    next_ticket: u64,
     /// The lock is in the monitor thread's list: the process (`process::id`)
     /// whose monitor lists it. A fork child inherits its parent's value,
     /// and the parent's monitor thread is not there.
@@ -107,40 +78,16 @@ pub(super) struct MonitorRoom {
     deferred: bool,
 }
 
-impl MonitorRoom {
-    /// How many waiters are queued.
-    pub(super) fn queued(&self) -> usize {
-        self.queue.len()
-    }
-}
-
 impl Gil {
-    /// The queued waiter a free lock goes to ([`policy::designee`]).
-    fn designee<'r>(&self, room: &'r WaitRoom) -> Option<&'r Queued> {
-        policy::designee(self.inner.policy, room.census, room.monitor.queue.iter())
-    }
-
-    /// Wakes the designee, if any.
-    pub(super) fn wake_designee(&self, room: &WaitRoom) {
-        if let Some(q) = self.designee(room) {
-            // SAFETY: see `CondRef`: we hold the mutex and the entry is queued.
-            unsafe { &*q.cond.0 }.notify_one();
-        }
-    }
-
     /// A monitored lock just changed hands under the mutex: time the new holder.
     pub(super) fn watch_new_holder(&self, room: &mut WaitRoom) {
         let now = room.clock.now();
         room.monitor.watch = Some((self.inner.hot.switch_number.load(Relaxed), now));
     }
 
-    /// Queues waiter `w`, who blocks on `cond`, and makes sure the monitor
-    /// watches the lock.
-    fn enqueue(&self, room: &mut WaitRoom, w: &mut Waiter, cond: &Condvar) {
-        let ticket = room.monitor.next_ticket;
-        room.monitor.next_ticket += 1;
-        w.ticket = Some(ticket);
-        if room.monitor.queue.is_empty() {
+    /// Waiter `w` has just joined: makes sure the monitor watches the lock.
+    fn monitor_joined(&self, room: &mut WaitRoom, w: &Waiter) {
+        if room.queue.len() == 1 {
             // The first waiter: the holder's interval (and its call, if it
             // is in one) is timed from now, even if the lock is still in the
             // monitor's list with a schedule made for earlier waiters.
@@ -149,13 +96,6 @@ impl Gil {
             room.monitor.episode = None;
             room.monitor.deferred = false;
         }
-        room.monitor.queue.push_back(Queued {
-            ticket,
-            class: w.class,
-            since: w.since,
-            starving: false,
-            cond: CondRef(cond),
-        });
         if room.monitor.registered != Some(process::id()) {
             room.monitor.registered = process::watch(self).then(process::id);
         } else {
@@ -165,17 +105,6 @@ impl Gil {
             // shortened since.
             self.ask_monitor_to_look();
         }
-    }
-
-    /// Takes `ticket`'s entry out of the queue (see `Gil::leave`).
-    pub(super) fn dequeue(&self, room: &mut WaitRoom, ticket: u64) -> Queued {
-        let at = room
-            .monitor
-            .queue
-            .iter()
-            .position(|q| q.ticket == ticket)
-            .expect("a waiter's entry stays queued until it leaves");
-        room.monitor.queue.remove(at).expect("position is in range")
     }
 
     #[cold]
@@ -190,8 +119,8 @@ impl Gil {
         let slow = self.slow();
         let cond = Condvar::new();
         let mut room = slow.mutex.lock();
-        let mut w = self.join(&mut room, token, started);
-        self.enqueue(&mut room, &mut w, &cond);
+        let w = self.join(&mut room, token, started, &cond);
+        self.monitor_joined(&mut room, &w);
         // The switch number of the holder already preempted by this waiter.
         let mut preempted: Option<u64> = None;
         loop {
@@ -199,7 +128,7 @@ impl Gil {
             if s & SYSCALL != 0 && self.reclaim(token).is_some() {
                 break; // our own system call: just take it back
             }
-            if self.designee(&room).is_some_and(|q| Some(q.ticket) == w.ticket) && self.try_lock_word() {
+            if self.may_take_queued(&mut room, &w) && self.try_lock_word() {
                 break;
             }
             // Priority: an I/O-class waiter asks a CPU-class holder at once.
@@ -238,7 +167,7 @@ impl Gil {
     /// (see the module docs) and returns how soon to look again, or `None`
     /// if the lock has no waiter (it then leaves the monitor's list).
     pub(super) fn monitor_pass_locked(&self, room: &mut WaitRoom) -> Option<Duration> {
-        if room.monitor.queue.is_empty() {
+        if room.queue.is_empty() {
             room.monitor.registered = None;
             room.monitor.watch = None;
             room.monitor.episode = None;
@@ -271,11 +200,11 @@ impl Gil {
         // The starvation bound: the first CPU-class waiter not yet starving
         // is the one that has waited longest.
         let (mut ask, mut starved) = (false, false);
-        if let Some(i) = policy::next_to_starve(self.inner.policy, room.monitor.queue.iter()) {
+        if let Some(i) = policy::next_to_starve(self.inner.policy, room.queue.iter()) {
             let bound = policy::starvation_bound(interval);
-            let since = room.monitor.queue[i].since;
+            let since = room.queue[i].since;
             if room.clock.passed(since, bound) {
-                room.monitor.queue[i].starving = true;
+                room.queue[i].starving = true;
                 room.census.starving += 1;
                 bump(&self.inner.starvation_promotions, 1);
                 ask = true;
@@ -326,7 +255,7 @@ impl Gil {
                 let _ = self.request_drop(None);
             } else if s & LOCKED == 0 {
                 // Free: make sure whoever goes first now is awake.
-                self.wake_designee(room);
+                self.wake_next(room);
             }
         }
         Some(next)
@@ -342,7 +271,7 @@ impl Gil {
         bump(&self.inner.lazy_takeovers, 1);
         room.monitor.episode = None;
         self.observe_takeover(None);
-        self.wake_designee(room);
+        self.wake_next(room);
     }
 
     /// Makes the monitor look at this lock as soon as something may be due:
@@ -355,15 +284,6 @@ impl Gil {
             _ => self.interval(),
         };
         process::kick(within);
-    }
-
-    /// Under loom: wakes every queued waiter, so timed waits can end.
-    #[cfg(gil_loom)]
-    pub(super) fn loom_wake_queued(&self, room: &WaitRoom) {
-        for q in &room.monitor.queue {
-            // SAFETY: see `CondRef`: we hold the mutex and the entry is queued.
-            unsafe { &*q.cond.0 }.notify_one();
-        }
     }
 
     /// The monitor thread's look at this lock.

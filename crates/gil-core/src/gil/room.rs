@@ -1,11 +1,13 @@
 //! The waiting room: what every slow path shares, plain or monitored. A
-//! waiter joins it (counted by class in the census, `WAITERS` set in the
-//! lock word) and leaves it with or without the lock; a releaser wakes
-//! whoever should go next, and a forced releaser waits here for a switch.
-//! Who that is, and who may take the lock, is decided in
-//! [`crate::policy`]; this file only carries it out.
+//! waiter joins it (queued in arrival order with its own condition
+//! variable, counted by class in the census, `WAITERS` set in the lock
+//! word) and leaves it with or without the lock; a release wakes exactly
+//! the waiter that should go next (the designee), and a forced releaser
+//! waits here for a switch. Who that is, and who may take the lock, is
+//! decided in [`crate::policy`]; this file only carries it out.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
@@ -15,8 +17,7 @@ use super::word::{LOCKED, WAITERS};
 use super::{bump, AbortCheck, Gil};
 use crate::class::{self, ThreadClass};
 use crate::events::{Event, EventKind};
-use crate::policy::Candidate as _;
-use crate::policy::{self, Asked, Census, Wake};
+use crate::policy::{self, Asked, Candidate, Census, Turn};
 use crate::reason::ReleaseReason;
 use crate::sync::{spin_while, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
 use crate::Token;
@@ -27,12 +28,18 @@ pub(super) struct WaitRoom {
     /// Who waits in `acquire`, by class (all I/O-class unless the policy
     /// is priority), and how many of them starve.
     pub(super) census: Census,
+    /// The waiters in arrival order.
+    pub(super) queue: VecDeque<Queued>,
+    next_ticket: u64,
+    /// The designee seen last (its ticket), and since when it has been the
+    /// designee: the hand-off bound is timed from then.
+    head: Option<(u64, Stamp)>,
     /// Forced releasers waiting for somebody to take over.
     pub(super) switch_waiters: usize,
     /// Why the pending drop request was raised, as far as it tells about
     /// the holder: see [`policy::class_after_request`].
     pub(super) asked: Asked,
-    /// Monitored locks: the waiters' queue and the monitor's timing.
+    /// Monitored locks: the monitor's timing.
     pub(super) monitor: MonitorRoom,
     /// The protocol's clock (under loom, the model's ticks).
     pub(super) clock: Clock,
@@ -48,11 +55,6 @@ impl Clocked for WaitRoom {
 /// [`Gil::reinit_after_fork`], see there.
 pub(super) struct Slow {
     pub(super) mutex: Mutex<WaitRoom>,
-    /// I/O-class waiters block here (every waiter, under classic); a release
-    /// signals one of them (CPython's `cond`).
-    io_cond: Condvar,
-    /// CPU-class waiters block here (priority policy only).
-    cpu_cond: Condvar,
     /// Forced releasers block here until a switch (CPython's `switch_cond`).
     switch_cond: Condvar,
     /// Next entry of the retired list once this one has been replaced
@@ -64,26 +66,64 @@ impl Slow {
     pub(super) fn new() -> Self {
         Slow {
             mutex: Mutex::new(WaitRoom::default()),
-            io_cond: Condvar::new(),
-            cpu_cond: Condvar::new(),
             switch_cond: Condvar::new(),
             next_retired: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         }
     }
+}
 
-    /// Where a waiter of `class` blocks in the plain waiting room.
-    pub(super) fn cond(&self, class: ThreadClass) -> &Condvar {
-        match class {
-            ThreadClass::Io => &self.io_cond,
-            ThreadClass::Cpu => &self.cpu_cond,
-        }
+/// A waiter's entry in the queue.
+pub(super) struct Queued {
+    pub(super) ticket: u64,
+    pub(super) class: ThreadClass,
+    /// When it joined, on the protocol's clock.
+    pub(super) since: Stamp,
+    /// Past the starvation bound.
+    pub(super) starving: bool,
+    cond: CondRef,
+}
+
+impl Candidate for Queued {
+    fn class(&self) -> ThreadClass {
+        self.class
+    }
+    fn starving(&self) -> bool {
+        self.starving
+    }
+}
+
+impl Queued {
+    /// Wakes this waiter.
+    pub(super) fn wake(&self) {
+        // SAFETY: see `CondRef`: entries are only reached through the room,
+        // under its mutex, while queued.
+        unsafe { &*self.cond.0 }.notify_one();
+    }
+}
+
+/// The queued waiter's own condition variable, which lives on its stack.
+struct CondRef(*const Condvar);
+
+// SAFETY: the pointer is only dereferenced under the lock's mutex while its
+// entry is queued, and a waiter removes its entry (under the mutex) before
+// its condition variable goes away.
+unsafe impl Send for CondRef {}
+
+impl WaitRoom {
+    /// `ticket`'s entry.
+    pub(super) fn entry_mut(&mut self, ticket: u64) -> &mut Queued {
+        self.queue
+            .iter_mut()
+            .find(|q| q.ticket == ticket)
+            .expect("a waiter's entry stays queued until it leaves")
     }
 
-    /// Under loom: every waiter of the plain room wakes to see the tick.
+    /// Under loom: wakes every waiter, so timed waits can see the tick.
     #[cfg(gil_loom)]
     pub(super) fn wake_all(&self) {
-        self.io_cond.notify_all();
-        self.cpu_cond.notify_all();
+        for q in &self.queue {
+            q.wake();
+        }
     }
 }
 
@@ -95,11 +135,11 @@ pub(super) struct Waiter {
     pub(super) started: Instant,
     /// When it joined, on the protocol's clock (the starvation bound).
     pub(super) since: Stamp,
-    /// Past the starvation bound. (A queued waiter's mark is in its queue
-    /// entry, where the monitor sets it.)
+    /// Past the starvation bound, as marked by itself (plain room; the
+    /// monitor marks only the queue entry, which is what counts).
     pub(super) starving: bool,
-    /// Its place in the monitored queue, if queued.
-    pub(super) ticket: Option<u64>,
+    /// Its place in the queue.
+    pub(super) ticket: u64,
 }
 
 /// `slot` remembers since when something identified by `key` has been
@@ -117,11 +157,21 @@ pub(super) fn first_seen(slot: &mut Option<(u64, Stamp)>, key: u64, clock: &Cloc
 }
 
 impl Gil {
-    /// `token` enters the waiting room: counted, and `WAITERS` set so that
-    /// every release comes through the mutex from now on.
-    pub(super) fn join(&self, room: &mut WaitRoom, token: Token, started: Instant) -> Waiter {
+    /// `token` enters the waiting room, where it blocks on `cond`: queued,
+    /// counted, and `WAITERS` set so that every release comes through the
+    /// mutex from now on.
+    pub(super) fn join(&self, room: &mut WaitRoom, token: Token, started: Instant, cond: &Condvar) -> Waiter {
         let class = self.class_of(token);
         room.census.join(class);
+        let (ticket, since) = (room.next_ticket, room.clock.now());
+        room.next_ticket += 1;
+        room.queue.push_back(Queued {
+            ticket,
+            class,
+            since,
+            starving: false,
+            cond: CondRef(cond),
+        });
         // Acquire: pairs with the previous releaser's Release, so `owner`
         // reads below see its clearing store, hence 0 or the current holder.
         self.inner.hot.state.fetch_or(WAITERS, Acquire);
@@ -132,9 +182,9 @@ impl Gil {
             token,
             class,
             started,
-            since: room.clock.now(),
+            since,
             starving: false,
-            ticket: None,
+            ticket,
         }
     }
 
@@ -143,10 +193,12 @@ impl Gil {
     /// woken, and if nobody is left a pending request is moot and a forced
     /// releaser waiting for a switch that can no longer come is let go.
     pub(super) fn leave(&self, slow: &Slow, room: &mut WaitRoom, w: &Waiter, with_lock: bool) {
-        let starving = match w.ticket {
-            Some(ticket) => self.dequeue(room, ticket).starving(),
-            None => w.starving,
-        };
+        let at = room
+            .queue
+            .iter()
+            .position(|q| q.ticket == w.ticket)
+            .expect("a waiter's entry stays queued until it leaves");
+        let starving = room.queue.remove(at).expect("position is in range").starving;
         room.census.leave(w.class, starving);
         if room.census.waiters() == 0 {
             self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
@@ -160,31 +212,47 @@ impl Gil {
         } else if !with_lock && (!self.word_locked() || starving) {
             // We may have consumed the wake-up meant for taking the lock, or
             // held back the others while starving.
-            self.wake_next(slow, room);
+            self.wake_next(room);
         }
     }
 
     /// Whether a thread that is not waiting may take the free lock now
     /// (`try_acquire`).
-    pub(super) fn may_take_now(&self, class: ThreadClass, room: &WaitRoom) -> bool {
-        if self.inner.monitor {
-            policy::may_take_unqueued(self.inner.policy, room.census, room.monitor.queued(), class)
-        } else {
-            policy::may_take(self.inner.policy, room.census, class, false)
+    pub(super) fn may_take_now(&self, class: ThreadClass, room: &mut WaitRoom) -> bool {
+        policy::may_take(self.inner.policy, room.census, class, false, self.turn(room, None))
+    }
+
+    /// Whether waiter `w` may take the free lock now.
+    pub(super) fn may_take_queued(&self, room: &mut WaitRoom, w: &Waiter) -> bool {
+        let turn = self.turn(room, Some(w.ticket));
+        policy::may_take(self.inner.policy, room.census, w.class, w.starving, turn)
+    }
+
+    /// The waiter a free lock goes to ([`policy::designee`]).
+    pub(super) fn designee<'r>(&self, room: &'r WaitRoom) -> Option<&'r Queued> {
+        policy::designee(self.inner.policy, room.census, room.queue.iter())
+    }
+
+    /// Where the designee stands for the waiter with `ticket` (`None`: a
+    /// thread not queued). Also starts timing a new designee.
+    fn turn(&self, room: &mut WaitRoom, ticket: Option<u64>) -> Turn {
+        let Some((d, class)) = self.designee(room).map(|d| (d.ticket, d.class)) else {
+            return Turn::Open;
+        };
+        let since = first_seen(&mut room.head, d, &room.clock);
+        if Some(d) == ticket {
+            return Turn::Mine;
+        }
+        match policy::handoff_bound(self.inner.policy, self.inner.monitor, self.interval()) {
+            Some(bound) if room.clock.passed(since, bound) => Turn::Reserved(class),
+            _ => Turn::Open,
         }
     }
 
-    /// Wakes the waiter that should go next.
-    pub(super) fn wake_next(&self, slow: &Slow, room: &WaitRoom) {
-        if self.inner.monitor {
-            self.wake_designee(room);
-            return;
-        }
-        match policy::wake(room.census) {
-            Some(Wake::AllCpu) => slow.cpu_cond.notify_all(),
-            Some(Wake::OneIo) => slow.io_cond.notify_one(),
-            Some(Wake::OneCpu) => slow.cpu_cond.notify_one(),
-            None => {}
+    /// Wakes the waiter that should go next: the designee.
+    pub(super) fn wake_next(&self, room: &WaitRoom) {
+        if let Some(d) = self.designee(room) {
+            d.wake();
         }
     }
 
@@ -303,7 +371,7 @@ impl Gil {
             class::remember(self.id(), token.get(), class);
         }
         self.inner.hot.state.fetch_and(!LOCKED, Release);
-        self.wake_next(slow, &room);
+        self.wake_next(&room);
         let must_wait = match reason {
             ReleaseReason::Final => false,
             ReleaseReason::Forced => true,

@@ -13,7 +13,7 @@ use super::word::{generation, LOCKED, SYSCALL};
 use super::{bump, AbortCheck, Gil};
 use crate::class::ThreadClass;
 use crate::policy;
-use crate::sync::Stamp;
+use crate::sync::{Condvar, Stamp};
 use crate::{GilError, Token};
 
 impl Gil {
@@ -31,8 +31,9 @@ impl Gil {
         let policy = self.inner.policy;
         let hot = &*self.inner.hot;
         let slow = self.slow();
+        let cond = Condvar::new();
         let mut room = slow.mutex.lock();
-        let mut w = self.join(&mut room, token, started);
+        let mut w = self.join(&mut room, token, started, &cond);
         // The lazy-release episode being timed: (generation, first seen).
         let mut episode: Option<(u64, Stamp)> = None;
         // The switch number of the holder already preempted by this waiter.
@@ -42,11 +43,10 @@ impl Gil {
         let mut waiting_on: Option<(u64, Stamp)> = None;
         loop {
             let s = hot.state.load(Relaxed);
-            let may_take = policy::may_take(policy, room.census, w.class, w.starving);
+            let may_take = self.may_take_queued(&mut room, &w);
             if may_take && self.try_lock_word() {
                 break;
             }
-            let cond = slow.cond(w.class);
             // What this wait is for, and the switch number at its start.
             let mut holder_running = None;
             let timed_out = if s & SYSCALL != 0 {
@@ -118,6 +118,7 @@ impl Gil {
                 && room.clock.passed(w.since, policy::starvation_bound(self.interval()))
             {
                 w.starving = true;
+                room.entry_mut(w.ticket).starving = true;
                 room.census.starving += 1;
                 bump(&self.inner.starvation_promotions, 1);
                 continue;

@@ -41,20 +41,15 @@ pub enum Policy {
     /// that has waited [`STARVATION_INTERVALS`] switch intervals is served
     /// before everybody: it gets the lock within that bound plus the time the
     /// holder takes to answer a drop request. Within a class, waiters are
-    /// served in arrival order, overtaken by running threads for at most
-    /// [`HANDOFF_FRACTION`] of a switch interval.
+    /// served in arrival order; a running thread may take the free lock
+    /// before the first in line for at most one switch interval, then the
+    /// lock is handed to it.
     Priority,
 }
 
 /// After this many switch intervals of waiting, a CPU-class waiter under
 /// [`Policy::Priority`] is served before I/O-class ones (50 ms by default).
 pub const STARVATION_INTERVALS: u64 = 10;
-
-/// Under [`Policy::Priority`] and with the monitor, the waiter first in
-/// line (the one a release wakes) that has been overtaken by running threads
-/// for this fraction of a switch interval (1 ms by default) gets the free
-/// lock handed to it: running threads no longer take it first.
-pub const HANDOFF_FRACTION: u32 = 5;
 
 impl Policy {
     /// Every policy, in a stable order.
@@ -294,8 +289,8 @@ impl GilConfig {
     /// Timing by the monitor thread (after the 2010 GIL-monitor proposal):
     /// waiters block without a timeout and are served in arrival order
     /// (within a class, under [`Policy::Priority`]; a running thread may
-    /// overtake the first in line for at most [`HANDOFF_FRACTION`] of a
-    /// switch interval, as under that policy without the monitor); one thread per
+    /// overtake the first in line for at most one switch interval, as under
+    /// that policy without the monitor); one thread per
     /// process keeps the time for every lock that has waiters: it asks a
     /// holder to drop after a switch interval without a switch, marks
     /// starving CPU-class waiters, and takes over lazily released system

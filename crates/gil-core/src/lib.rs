@@ -66,8 +66,8 @@
 //! * Order among waiters: a release wakes the first waiter in line (the
 //!   first starving one, else under the priority policy the first I/O-class
 //!   one). A running thread may take the free lock before it, but once it
-//!   has been overtaken for [`HANDOFF_FRACTION`] of a switch interval the
-//!   lock is handed to it. Not under `classic` without the monitor, which
+//!   has been overtaken for a whole switch interval the lock is handed to
+//!   it. Not under `classic` without the monitor, which
 //!   keeps CPython's rule: whoever gets there first.
 //! * A bounded spin ([`GilConfig::spin_us`]): a waiter that has just asked
 //!   the holder to drop watches the lock word for a few microseconds before
@@ -133,7 +133,7 @@ pub mod trace;
 
 pub use config::{
     DropRequestCallback, GilConfig, Policy, Settings, UnknownPolicy, UnknownPreset, DEFAULT_LAZY_RELEASE_US,
-    DEFAULT_SWITCH_INTERVAL_US, HANDOFF_FRACTION, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, STARVATION_INTERVALS,
+    DEFAULT_SWITCH_INTERVAL_US, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, STARVATION_INTERVALS,
 };
 pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind};

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use crate::class::ThreadClass;
-use crate::config::{HANDOFF_FRACTION, STARVATION_INTERVALS};
+use crate::config::STARVATION_INTERVALS;
 use crate::{Policy, ReleaseReason};
 
 /// How many threads wait, by class: the waiting room's census, kept under
@@ -163,9 +163,9 @@ pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starv
 
 /// How long the designee may be overtaken by running threads before the
 /// lock is handed to it ([`Turn::Reserved`]), counted from when it became
-/// the designee: [`HANDOFF_FRACTION`] of a switch interval (1 ms by
-/// default). `None`: no bound, CPython's rule, kept by the classic policy
-/// without the monitor.
+/// the designee: one switch interval, the lock's own unit of "long enough".
+/// `None`: no bound, CPython's rule, kept by the classic policy without the
+/// monitor.
 ///
 /// A thread that is running when the lock comes free (back from a short
 /// system call, or the releaser itself) takes it sooner than a sleeping
@@ -175,9 +175,12 @@ pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starv
 /// is the tail of the latency. Timed from when the waiter joined instead
 /// (Go's mutex), a busy server would be first come, first served at every
 /// acquisition, a handler going to the back of the queue after each short
-/// call, and every hand-off would wait for a sleeping thread to wake.
+/// call, and every hand-off would wait for a sleeping thread to wake. A
+/// fifth of an interval was tried too: the tail was no better on the
+/// thread-per-connection benchmark, and it cost 5-10 % of the requests/s at
+/// 50-200 connections (`docs/servers.md`).
 pub(crate) fn handoff_bound(policy: Policy, monitor: bool, interval: Duration) -> Option<Duration> {
-    (policy == Policy::Priority || monitor).then(|| interval / HANDOFF_FRACTION)
+    (policy == Policy::Priority || monitor).then_some(interval)
 }
 
 /// Whether a waiter of class `waiter` asks a running holder of class
@@ -401,15 +404,12 @@ mod tests {
     }
 
     #[test]
-    fn the_handoff_bound_is_a_fraction_of_the_interval_except_plain_classic() {
+    fn the_handoff_bound_is_one_interval_except_under_plain_classic() {
         let i = Duration::from_millis(5);
         assert_eq!(handoff_bound(Policy::Classic, false, i), None);
-        assert_eq!(handoff_bound(Policy::Classic, true, i), Some(i / HANDOFF_FRACTION));
-        assert_eq!(
-            handoff_bound(Policy::Priority, false, i),
-            Some(Duration::from_millis(1))
-        );
-        assert_eq!(handoff_bound(Policy::Priority, true, i), Some(Duration::from_millis(1)));
+        assert_eq!(handoff_bound(Policy::Classic, true, i), Some(i));
+        assert_eq!(handoff_bound(Policy::Priority, false, i), Some(i));
+        assert_eq!(handoff_bound(Policy::Priority, true, i), Some(i));
     }
 
     #[test]

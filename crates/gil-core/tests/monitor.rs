@@ -208,9 +208,9 @@ fn a_fast_system_call_is_reclaimed_despite_waiters() {
     waiter.join().unwrap();
 }
 
-/// A queued waiter that has waited past the hand-off bound (a fifth of the
-/// switch interval) gets the free lock: a running thread's `try_acquire`
-/// cannot take it first.
+/// A queued waiter that has waited past the hand-off bound (one switch
+/// interval first in line) gets the free lock: a running thread's
+/// `try_acquire` cannot take it first.
 #[test]
 fn try_acquire_does_not_overtake_an_overdue_waiter() {
     for preset in ["monitor", "priority", "priority-monitor"] {
@@ -227,8 +227,7 @@ fn try_acquire_does_not_overtake_an_overdue_waiter() {
             })
         };
         wait_until("the waiter to queue", || waits.load(SeqCst) == 1);
-        let bound = Duration::from_micros(gil.switch_interval_us()) / gil_core::HANDOFF_FRACTION;
-        thread::sleep(bound * 2);
+        thread::sleep(Duration::from_micros(gil.switch_interval_us()) * 2);
         gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
         // Free for an instant, but handed to the overdue waiter.
         let mut took = false;

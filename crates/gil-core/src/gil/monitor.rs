@@ -9,7 +9,7 @@
 //! A release wakes exactly the *designee*: the first starving waiter, else
 //! (priority policy) the first I/O-class waiter, else the first waiter.
 //! A thread that is running when the lock comes free may take it first
-//! until the designee has been overtaken for a fifth of a switch interval;
+//! until the designee has been overtaken for a whole switch interval;
 //! from then on the lock is handed to the designee
 //! ([`policy::handoff_bound`]).
 //!

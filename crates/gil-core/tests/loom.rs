@@ -490,45 +490,52 @@ fn monitored() -> GilConfig {
 }
 
 #[test]
-fn monitor_serves_waiters_first_come_first_served() {
-    // H holds; W1 queues (or finds the lock free); only then W2 starts to
-    // ask. Whatever the interleaving, W1 gets the lock before W2.
-    loom::model(|| {
-        let gil = Arc::new(Gil::new(monitored()).unwrap());
-        let queued = std::sync::Arc::new(AtomicUsize::new(0));
-        let q = queued.clone();
-        // W1 has queued, or has the lock already.
-        gil.set_event_hook(Some(std::sync::Arc::new(move |e: &gil_core::Event| {
-            let first = matches!(e.kind, gil_core::EventKind::WaitStart | gil_core::EventKind::Acquired);
-            if first && e.token == tok(2) {
-                q.fetch_add(1, SeqCst);
-            }
-        })))
-        .expect("not inside a hook");
-        let order = std::sync::Arc::new(StdMutex::new(Vec::new()));
-        gil.acquire(tok(1)).unwrap();
-        let spawn = |n: usize, after_queued: usize| {
-            let (gil, order, queued) = (gil.clone(), order.clone(), queued.clone());
-            thread::spawn(move || {
-                while queued.load(SeqCst) < after_queued {
-                    thread::yield_now();
+fn an_overdue_waiter_is_served_before_a_newcomer() {
+    // H holds; W1 queues; the clock ticks (W1, first in line, has now been
+    // passed over for longer than the hand-off bound: any duration has
+    // passed once the model ticked); only then W2 starts to ask, while H
+    // lets go at any point. Whatever the interleaving, W1 gets the lock
+    // before W2: W2 may not overtake it. Monitored and plain.
+    for config in [monitored(), GilConfig::new().policy(gil_core::Policy::Priority)] {
+        loom::model(move || {
+            let gil = Arc::new(Gil::new(config.clone()).unwrap());
+            let queued = std::sync::Arc::new(AtomicUsize::new(0));
+            let q = queued.clone();
+            gil.set_event_hook(Some(std::sync::Arc::new(move |e: &gil_core::Event| {
+                if e.kind == gil_core::EventKind::WaitStart && e.token == tok(2) {
+                    q.fetch_add(1, SeqCst);
                 }
-                gil.acquire(tok(n)).unwrap();
-                order.lock().unwrap().push(n);
-                gil.release(tok(n), ReleaseReason::Final).unwrap();
-            })
-        };
-        let w1 = spawn(2, 0);
-        let w2 = spawn(3, 1);
-        // H lets go at any point; W1 may even take it without queueing.
-        thread::yield_now();
-        gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
-        w1.join().unwrap();
-        w2.join().unwrap();
-        assert_eq!(*order.lock().unwrap(), vec![2, 3], "W2 overtook W1");
-        gil.set_event_hook(None).expect("not inside a hook");
-        assert!(gil.is_idle());
-    });
+            })))
+            .expect("not inside a hook");
+            let order = std::sync::Arc::new(StdMutex::new(Vec::new()));
+            gil.acquire(tok(1)).unwrap();
+            let spawn = |n: usize, after: usize| {
+                let (gil, order, queued) = (gil.clone(), order.clone(), queued.clone());
+                thread::spawn(move || {
+                    while queued.load(SeqCst) < after {
+                        thread::yield_now();
+                    }
+                    gil.acquire(tok(n)).unwrap();
+                    order.lock().unwrap().push(n);
+                    gil.release(tok(n), ReleaseReason::Final).unwrap();
+                })
+            };
+            let w1 = spawn(2, 0);
+            while queued.load(SeqCst) < 1 {
+                thread::yield_now();
+            }
+            gil.loom_tick(|| {});
+            queued.fetch_add(1, SeqCst); // W2 may start
+            let w2 = spawn(3, 2);
+            thread::yield_now();
+            gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+            w1.join().unwrap();
+            w2.join().unwrap();
+            assert_eq!(*order.lock().unwrap(), vec![2, 3], "W2 overtook an overdue W1");
+            gil.set_event_hook(None).expect("not inside a hook");
+            assert!(gil.is_idle());
+        });
+    }
 }
 
 #[test]

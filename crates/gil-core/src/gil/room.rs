@@ -172,6 +172,10 @@ impl Gil {
             starving: false,
             cond: CondRef(cond),
         });
+        if self.designee(room).is_some_and(|d| d.ticket == ticket) {
+            // The hand-off bound is timed from now (see `turn`).
+            room.head = Some((ticket, since));
+        }
         // Acquire: pairs with the previous releaser's Release, so `owner`
         // reads below see its clearing store, hence 0 or the current holder.
         self.inner.hot.state.fetch_or(WAITERS, Acquire);

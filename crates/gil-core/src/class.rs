@@ -32,10 +32,10 @@ pub(crate) enum ThreadClass {
 
 impl ThreadClass {
     pub(crate) fn from_u8(v: u8) -> ThreadClass {
-        if v == ThreadClass::Cpu as u8 {
-            ThreadClass::Cpu
-        } else {
+        if v == ThreadClass::Io as u8 {
             ThreadClass::Io
+        } else {
+            ThreadClass::Cpu
         }
     }
 }

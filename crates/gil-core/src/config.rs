@@ -40,7 +40,11 @@ pub enum Policy {
     /// once. CPU against CPU keeps the switch interval. A CPU-class waiter
     /// that has waited [`STARVATION_INTERVALS`] switch intervals is served
     /// before everybody: it gets the lock within that bound plus the time the
-    /// holder takes to answer a drop request. Within a class, waiters are
+    /// holder takes to answer a drop request, and then keeps it for up to
+    /// one switch interval (nobody asks it to drop at once during that
+    /// slice), so a CPU-bound thread beside busy I/O threads holds the lock
+    /// about one interval in every [`STARVATION_INTERVALS`] + 1 (9 % with
+    /// the defaults). Within a class, waiters are
     /// served in arrival order; a running thread may take the free lock
     /// before the first in line for at most one switch interval, then the
     /// lock is handed to it.

@@ -50,9 +50,10 @@
 //!   thread that was forced to drop (or released voluntarily only after
 //!   holding a whole interval while someone waited) is CPU-class, one that
 //!   released voluntarily is I/O-class, one forced out only for a starving
-//!   waiter keeps its class; I/O-class waiters go first and ask a CPU-class holder to drop at once; CPU against
-//!   CPU keeps the interval; a CPU-class waiter is served first after
-//!   [`STARVATION_INTERVALS`] intervals.
+//!   waiter keeps its class; I/O-class waiters go first and ask a
+//!   CPU-class holder to drop at once; CPU against CPU keeps the interval;
+//!   a CPU-class waiter is served first after [`STARVATION_INTERVALS`]
+//!   intervals and then keeps the lock for up to one interval (its slice).
 //! * Lazy release ([`GilConfig::lazy_release_us`]): a voluntary release only
 //!   marks the holder as in a system call; coming back is one CAS; another
 //!   thread takes the lock over only if the call lasts longer than the

@@ -185,15 +185,20 @@ pub(crate) fn handoff_bound(policy: Policy, monitor: bool, interval: Duration) -
 
 /// Whether a waiter of class `waiter` asks a running holder of class
 /// `holder` to drop at once instead of waiting out the switch interval.
-pub(crate) fn preempts(policy: Policy, waiter: ThreadClass, holder: ThreadClass) -> bool {
-    policy == Policy::Priority && waiter == ThreadClass::Io && holder == ThreadClass::Cpu
+/// Not a holder in its `slice`: a CPU-class thread that took the lock after
+/// starving keeps it until a whole interval has passed (the ordinary drop
+/// request), so a CPU-bound thread beside busy I/O threads runs at least
+/// one interval in every [`STARVATION_INTERVALS`] + 1, not just long
+/// enough to notice the next I/O-class waiter's request.
+pub(crate) fn preempts(policy: Policy, waiter: ThreadClass, holder: ThreadClass, slice: bool) -> bool {
+    policy == Policy::Priority && waiter == ThreadClass::Io && holder == ThreadClass::Cpu && !slice
 }
 
 /// Whether a waiter in the plain waiting room asks the holder to drop at
 /// once: it preempts (see [`preempts`]), or it is starving and waits for
-/// nobody.
-pub(crate) fn urgent(policy: Policy, waiter: ThreadClass, holder: ThreadClass, starving: bool) -> bool {
-    policy == Policy::Priority && (starving || preempts(policy, waiter, holder))
+/// nobody; neither during the holder's `slice`.
+pub(crate) fn urgent(policy: Policy, waiter: ThreadClass, holder: ThreadClass, starving: bool, slice: bool) -> bool {
+    policy == Policy::Priority && !slice && (starving || preempts(policy, waiter, holder, slice))
 }
 
 /// Whether a waiter can become starving at all: a CPU-class one, not
@@ -415,15 +420,23 @@ mod tests {
     #[test]
     fn only_an_io_waiter_preempts_and_only_a_cpu_holder() {
         let p = Policy::Priority;
-        assert!(preempts(p, Io, Cpu));
-        assert!(!preempts(p, Io, Io));
-        assert!(!preempts(p, Cpu, Cpu));
-        assert!(!preempts(p, Cpu, Io));
-        assert!(!preempts(Policy::Classic, Io, Cpu));
-        assert!(urgent(p, Cpu, Io, true));
-        assert!(urgent(p, Io, Cpu, false));
-        assert!(!urgent(p, Cpu, Cpu, false));
-        assert!(!urgent(Policy::Classic, Cpu, Io, true));
+        assert!(preempts(p, Io, Cpu, false));
+        assert!(!preempts(p, Io, Io, false));
+        assert!(!preempts(p, Cpu, Cpu, false));
+        assert!(!preempts(p, Cpu, Io, false));
+        assert!(!preempts(Policy::Classic, Io, Cpu, false));
+        assert!(urgent(p, Cpu, Io, true, false));
+        assert!(urgent(p, Io, Cpu, false, false));
+        assert!(!urgent(p, Cpu, Cpu, false, false));
+        assert!(!urgent(Policy::Classic, Cpu, Io, true, false));
+    }
+
+    #[test]
+    fn nobody_asks_a_holder_in_its_slice_at_once() {
+        let p = Policy::Priority;
+        assert!(!preempts(p, Io, Cpu, true));
+        assert!(!urgent(p, Io, Cpu, false, true));
+        assert!(!urgent(p, Cpu, Cpu, true, true));
     }
 
     #[test]

@@ -225,7 +225,7 @@ impl Gil {
         if !self.may_take_now(class, &mut room) || !self.try_lock_word() {
             return Ok(false);
         }
-        self.took_over_under_mutex(token, class, slow, &mut room);
+        self.took_over_under_mutex(token, class, false, slow, &mut room);
         Ok(true)
     }
 

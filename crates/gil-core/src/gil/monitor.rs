@@ -57,7 +57,6 @@ use std::time::{Duration, Instant};
 use super::room::{first_seen, WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
 use super::{bump, AbortCheck, Gil};
-use crate::class::ThreadClass;
 use crate::policy;
 use crate::sync::{Condvar, Stamp};
 use crate::{GilError, Token};
@@ -133,8 +132,11 @@ impl Gil {
             }
             // Priority: an I/O-class waiter asks a CPU-class holder at once.
             let sn = hot.switch_number.load(Relaxed);
-            let holder = ThreadClass::from_u8(hot.holder_class.load(Relaxed));
-            if s & (LOCKED | SYSCALL) == LOCKED && policy::preempts(policy, w.class, holder) && preempted != Some(sn) {
+            let (holder, slice) = self.holder_class();
+            if s & (LOCKED | SYSCALL) == LOCKED
+                && policy::preempts(policy, w.class, holder, slice)
+                && preempted != Some(sn)
+            {
                 preempted = Some(sn);
                 let spun;
                 (room, spun) = self.ask_at_once(slow, room, &w, true);
@@ -157,8 +159,8 @@ impl Gil {
                 return Err(GilError::Aborted);
             }
         }
-        self.leave(slow, &mut room, &w, true);
-        self.took_over_under_mutex(token, w.class, slow, &mut room);
+        let starved = self.leave(slow, &mut room, &w, true);
+        self.took_over_under_mutex(token, w.class, starved, slow, &mut room);
         self.waited(w.started);
         Ok(())
     }
@@ -242,6 +244,8 @@ impl Gil {
             }
         }
 
+        // A holder in its slice is only asked once its interval is up.
+        let ask = ask && (interval_due || !self.holder_class().1);
         if ask {
             let s = self.inner.hot.state.load(Relaxed);
             if s & LOCKED != 0 {

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 use super::monitor::MonitorRoom;
-use super::word::{LOCKED, WAITERS};
+use super::word::{IN_SLICE, LOCKED, WAITERS};
 use super::{bump, AbortCheck, Gil};
 use crate::class::{self, ThreadClass};
 use crate::events::{Event, EventKind};
@@ -196,7 +196,8 @@ impl Gil {
     /// panicking callback). Without it, whoever should go next instead is
     /// woken, and if nobody is left a pending request is moot and a forced
     /// releaser waiting for a switch that can no longer come is let go.
-    pub(super) fn leave(&self, slow: &Slow, room: &mut WaitRoom, w: &Waiter, with_lock: bool) {
+    /// Whether it was starving.
+    pub(super) fn leave(&self, slow: &Slow, room: &mut WaitRoom, w: &Waiter, with_lock: bool) -> bool {
         let at = room
             .queue
             .iter()
@@ -218,6 +219,7 @@ impl Gil {
             // held back the others while starving.
             self.wake_next(room);
         }
+        starving
     }
 
     /// Whether a thread that is not waiting may take the free lock now
@@ -347,11 +349,22 @@ impl Gil {
 
     /// The lock word was just won under the mutex: a new holder starts with
     /// no drop request (CPython clears the bit in `take_gil`), and forced
-    /// releasers waiting for a switch are told to look.
-    pub(super) fn took_over_under_mutex(&self, token: Token, class: ThreadClass, slow: &Slow, room: &mut WaitRoom) {
+    /// releasers waiting for a switch are told to look. A waiter that
+    /// `starved` starts its slice.
+    pub(super) fn took_over_under_mutex(
+        &self,
+        token: Token,
+        class: ThreadClass,
+        starved: bool,
+        slow: &Slow,
+        room: &mut WaitRoom,
+    ) {
         self.inner.drop_request.store(false, Relaxed);
         room.asked = Asked::default();
         self.became_holder(token, class);
+        if starved {
+            self.inner.hot.holder_class.store(IN_SLICE, Relaxed);
+        }
         self.observe_acquire(token);
         if self.inner.monitor {
             self.watch_new_holder(room);

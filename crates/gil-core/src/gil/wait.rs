@@ -11,7 +11,6 @@ use std::time::Instant;
 use super::room::first_seen;
 use super::word::{generation, LOCKED, SYSCALL};
 use super::{bump, AbortCheck, Gil};
-use crate::class::ThreadClass;
 use crate::policy;
 use crate::sync::{Condvar, Stamp};
 use crate::{GilError, Token};
@@ -84,9 +83,9 @@ impl Gil {
                 // Free, but not ours to take (priority): wait to be woken.
                 cond.wait_for(&mut room, self.interval())
             } else {
-                let holder = ThreadClass::from_u8(hot.holder_class.load(Relaxed));
+                let (holder, slice) = self.holder_class();
                 let sn = hot.switch_number.load(Relaxed);
-                if policy::urgent(policy, w.class, holder, w.starving) && preempted != Some(sn) {
+                if policy::urgent(policy, w.class, holder, w.starving, slice) && preempted != Some(sn) {
                     preempted = Some(sn);
                     // A starving waiter asks for itself, not to preempt.
                     room.asked.starving |= w.starving;
@@ -148,8 +147,8 @@ impl Gil {
                 (room, _) = self.spin_for_release(slow, room);
             }
         }
-        self.leave(slow, &mut room, &w, true);
-        self.took_over_under_mutex(token, w.class, slow, &mut room);
+        let starved = self.leave(slow, &mut room, &w, true);
+        self.took_over_under_mutex(token, w.class, starved, slow, &mut room);
         self.waited(w.started);
         Ok(())
     }

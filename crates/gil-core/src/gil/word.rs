@@ -55,6 +55,9 @@ pub(super) const WAITERS: u64 = 2;
 pub(super) const SYSCALL: u64 = 4;
 /// An event hook or the histograms are on (see `Hot::instr` for which).
 pub(super) const INSTR: u64 = 8;
+/// `Hot::holder_class` of a CPU-class holder in its slice: it took the lock
+/// after starving (see `policy::preempts`). Read as CPU-class.
+pub(super) const IN_SLICE: u8 = 2;
 /// One lazy-release episode in the generation above the flags.
 pub(super) const GEN_ONE: u64 = 16;
 
@@ -74,7 +77,7 @@ pub(super) struct Hot {
     pub(super) last_holder: AtomicUsize,
     pub(super) switch_number: AtomicU64,
     pub(super) acquisitions: AtomicU64,
-    /// The holder's [`ThreadClass`] (priority policy).
+    /// The holder's [`ThreadClass`] (priority policy), or `IN_SLICE`.
     pub(super) holder_class: AtomicU8,
     /// The token of the latest lazy-release episode.
     pub(super) syscall_owner: AtomicUsize,
@@ -215,6 +218,12 @@ impl Gil {
             bump(&hot.switch_number, 1);
         }
         bump(&hot.acquisitions, 1);
+    }
+
+    /// The holder's class, and whether it is in its slice (see `IN_SLICE`).
+    pub(super) fn holder_class(&self) -> (ThreadClass, bool) {
+        let raw = self.inner.hot.holder_class.load(Relaxed);
+        (ThreadClass::from_u8(raw), raw == IN_SLICE)
     }
 
     /// Sets LOCKED if it is clear; `true` if this call set it.

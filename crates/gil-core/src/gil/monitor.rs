@@ -244,12 +244,14 @@ impl Gil {
             }
         }
 
-        // A holder in its slice is only asked once its interval is up.
-        let ask = ask && (interval_due || !self.holder_class().1);
         if ask {
             let s = self.inner.hot.state.load(Relaxed);
-            if s & LOCKED != 0 {
-                // Held, or reserved for a holder in a lazily released call:
+            if s & LOCKED == 0 {
+                // Free: make sure whoever goes first now is awake.
+                self.wake_next(room);
+            } else if interval_due || !self.holder_class().1 {
+                // Held (a holder in its slice only once its interval is
+                // up), or reserved for a holder in a lazily released call:
                 // then only the flag goes up, answered at its next release
                 // (a thread in short calls most of the time is asked too).
                 // A panicking host callback was caught; the flag is up, and
@@ -257,9 +259,6 @@ impl Gil {
                 room.asked.interval |= interval_due;
                 room.asked.starving |= starved;
                 let _ = self.request_drop(None);
-            } else if s & LOCKED == 0 {
-                // Free: make sure whoever goes first now is awake.
-                self.wake_next(room);
             }
         }
         Some(next)

@@ -11,8 +11,17 @@ use gil_core::{Gil, GilConfig, GilError, Policy, ReleaseReason, PRESETS};
 mod common;
 use common::{count_under_lock, tok};
 
+/// These tests judge scheduling by timing: run one at a time, so that the
+/// threads of one (several spin) do not take the CPUs another's scenario
+/// needs on a 2-CPU machine.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn every_preset_keeps_mutual_exclusion() {
+    let _serial = one_at_a_time();
     // Each preset as it is, and with a bounded spin.
     for (name, spin_us) in PRESETS.iter().flat_map(|&n| [(n, 0), (n, 20)]) {
         const THREADS: usize = 6;
@@ -41,6 +50,7 @@ fn every_preset_keeps_mutual_exclusion() {
 
 #[test]
 fn presets_are_what_they_say() {
+    let _serial = one_at_a_time();
     let g = |n| Gil::new(GilConfig::preset(n).unwrap()).unwrap();
     assert_eq!(
         (g("classic").policy(), g("classic").lazy_release_us()),
@@ -79,6 +89,7 @@ fn presets_are_what_they_say() {
 /// monitor.
 #[test]
 fn priority_io_waiter_preempts_a_cpu_holder_at_once() {
+    let _serial = one_at_a_time();
     for preset in ["priority", "priority-monitor"] {
         priority_preempts(GilConfig::preset(preset).unwrap());
     }
@@ -112,6 +123,7 @@ fn priority_preempts(config: GilConfig) {
 /// preempting the thread it handed the lock to.
 #[test]
 fn priority_a_voluntary_release_answering_a_request_makes_a_cpu_class_thread() {
+    let _serial = one_at_a_time();
     for preset in ["priority", "priority-lazy", "priority-monitor"] {
         let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(2_000)).unwrap());
         let (io, cpu) = (tok(1), tok(2));
@@ -157,6 +169,7 @@ fn priority_a_voluntary_release_answering_a_request_makes_a_cpu_class_thread() {
 /// second, against a 60 s interval).
 #[test]
 fn classic_does_not_preempt() {
+    let _serial = one_at_a_time();
     let gil = Arc::new(Gil::new(GilConfig::new().switch_interval_us(60_000_000)).unwrap());
     let (cpu, io) = (tok(1), tok(2));
     gil.acquire(cpu).unwrap();
@@ -182,6 +195,7 @@ fn classic_does_not_preempt() {
 /// the bound: a fairness property, not a speed claim.
 #[test]
 fn priority_cpu_waiter_is_not_starved_by_io_threads() {
+    let _serial = one_at_a_time();
     for preset in ["priority", "priority-monitor"] {
         cpu_waiter_not_starved(preset);
     }
@@ -236,6 +250,7 @@ fn cpu_waiter_not_starved(preset: &str) {
 
 #[test]
 fn lazy_release_uncontended_is_a_reclaim_without_a_switch() {
+    let _serial = one_at_a_time();
     let gil = Gil::new(GilConfig::preset("lazy").unwrap()).unwrap();
     let me = tok(1);
     gil.acquire(me).unwrap();
@@ -262,6 +277,7 @@ fn lazy_release_uncontended_is_a_reclaim_without_a_switch() {
 /// over while the caller is still in it, and the caller, back, waits its turn.
 #[test]
 fn lazy_release_long_call_is_taken_over() {
+    let _serial = one_at_a_time();
     let gil = Arc::new(Gil::new(GilConfig::new().lazy_release_us(Some(100))).unwrap());
     let (caller, waiter) = (tok(1), tok(2));
     let in_call = Arc::new(AtomicBool::new(true));
@@ -291,6 +307,7 @@ fn lazy_release_long_call_is_taken_over() {
 /// CPython's forced-switch wait.
 #[test]
 fn lazy_release_with_a_pending_request_hands_over() {
+    let _serial = one_at_a_time();
     let gil = Arc::new(
         Gil::new(
             GilConfig::new()
@@ -330,6 +347,7 @@ fn lazy_release_with_a_pending_request_hands_over() {
 /// and of 30 µs.
 #[test]
 fn lazy_release_frequent_calls_are_still_asked_to_drop() {
+    let _serial = one_at_a_time();
     for preset in ["lazy", "priority-lazy", "priority-lazy-monitor"] {
         for call in [Duration::ZERO, Duration::from_micros(30)] {
             frequent_calls_are_asked(preset, call);
@@ -401,6 +419,7 @@ fn frequent_calls_are_asked(preset: &str, call: Duration) {
 /// requests (which do make a CPU-class thread) out of the way.
 #[test]
 fn priority_a_holder_forced_out_for_a_starving_waiter_stays_io_class() {
+    let _serial = one_at_a_time();
     for preset in ["priority", "priority-monitor"] {
         // The scenario depends on the threads' timing (the CPU-class thread
         // gets in early whenever no I/O-class thread happens to wait):
@@ -502,6 +521,7 @@ fn forced_for_starving_stays_io(preset: &str) -> Option<bool> {
 /// endless; the test finishing says the lock was handed over.
 #[test]
 fn priority_lazy_release_hands_over_to_a_waiting_io_thread() {
+    let _serial = one_at_a_time();
     for preset in ["priority-lazy", "priority-lazy-monitor"] {
         let config = GilConfig::preset(preset).unwrap().lazy_release_us(Some(3_600_000_000));
         let gil = Arc::new(Gil::new(config).unwrap());
@@ -542,6 +562,7 @@ fn priority_lazy_release_hands_over_to_a_waiting_io_thread() {
 /// expired.
 #[test]
 fn priority_a_cpu_waiter_woken_often_still_starves_into_the_lock() {
+    let _serial = one_at_a_time();
     for preset in ["priority", "priority-lazy", "priority-monitor", "priority-lazy-monitor"] {
         let (served, counters) = woken_cpu_waiter_served(preset);
         assert!(
@@ -625,6 +646,7 @@ fn woken_cpu_waiter_served(preset: &str) -> (bool, gil_core::Counters) {
 /// assertion asks for 3 %: a share, whatever the machine's speed.
 #[test]
 fn priority_a_starved_cpu_thread_gets_a_slice() {
+    let _serial = one_at_a_time();
     for preset in ["priority", "priority-lazy", "priority-monitor", "priority-lazy-monitor"] {
         let share = cpu_share_beside_io_flood(preset);
         assert!(

@@ -19,6 +19,42 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Holds the lock for `d` or until asked to drop, and says how to release:
+/// forced if asked, voluntary otherwise (an I/O-bound thread's turn).
+fn hold(gil: &Gil, d: Duration) -> ReleaseReason {
+    let t = Instant::now();
+    while t.elapsed() < d && !gil.drop_requested() {
+        std::hint::spin_loop();
+    }
+    if gil.drop_requested() {
+        ReleaseReason::Forced
+    } else {
+        ReleaseReason::Voluntary
+    }
+}
+
+/// `n` I/O-class threads (tokens 10..) that take the lock in turns of
+/// 200 µs until `stop`, each pausing `pause` between turns (a blocking
+/// call) if given.
+fn io_flood(gil: &Arc<Gil>, stop: &Arc<AtomicBool>, n: usize, pause: Option<Duration>) -> Vec<thread::JoinHandle<()>> {
+    (0..n)
+        .map(|i| {
+            let (gil, stop) = (gil.clone(), stop.clone());
+            thread::spawn(move || {
+                let me = tok(10 + i);
+                while !stop.load(Ordering::Relaxed) {
+                    gil.acquire(me).unwrap();
+                    let reason = hold(&gil, Duration::from_micros(200));
+                    gil.release(me, reason).unwrap();
+                    if let Some(pause) = pause {
+                        thread::sleep(pause);
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
 #[test]
 fn every_preset_keeps_mutual_exclusion() {
     let _serial = one_at_a_time();
@@ -205,27 +241,7 @@ fn cpu_waiter_not_starved(preset: &str) {
     const INTERVAL_US: u64 = 1_000;
     let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(INTERVAL_US)).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
-    let flood: Vec<_> = (0..3)
-        .map(|i| {
-            let (gil, stop) = (gil.clone(), stop.clone());
-            thread::spawn(move || {
-                let me = tok(10 + i);
-                while !stop.load(Ordering::Relaxed) {
-                    gil.acquire(me).unwrap();
-                    let t = Instant::now();
-                    while t.elapsed() < Duration::from_micros(200) && !gil.drop_requested() {
-                        std::hint::spin_loop();
-                    }
-                    let reason = if gil.drop_requested() {
-                        ReleaseReason::Forced
-                    } else {
-                        ReleaseReason::Voluntary
-                    };
-                    gil.release(me, reason).unwrap();
-                }
-            })
-        })
-        .collect();
+    let flood = io_flood(&gil, &stop, 3, None);
     let cpu = tok(1);
     let bound = Duration::from_micros(INTERVAL_US * gil_core::STARVATION_INTERVALS);
     let mut longest = Duration::ZERO;
@@ -594,15 +610,7 @@ fn woken_cpu_waiter_served(preset: &str) -> (bool, gil_core::Counters) {
                     gil.acquire(me).unwrap();
                     // Held long enough for the waiter to block, never so
                     // long that its wait times out.
-                    let t = Instant::now();
-                    while t.elapsed() < Duration::from_micros(20) && !gil.drop_requested() {
-                        std::hint::spin_loop();
-                    }
-                    let reason = if gil.drop_requested() {
-                        ReleaseReason::Forced
-                    } else {
-                        ReleaseReason::Voluntary
-                    };
+                    let reason = hold(&gil, Duration::from_micros(20));
                     gil.release(me, reason).unwrap();
                     turn.store(1 - i, Ordering::Release);
                 }
@@ -661,28 +669,7 @@ fn cpu_share_beside_io_flood(preset: &str) -> f64 {
     const INTERVAL_US: u64 = 1_000;
     let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(INTERVAL_US)).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
-    let flood: Vec<_> = (0..8)
-        .map(|i| {
-            let (gil, stop) = (gil.clone(), stop.clone());
-            thread::spawn(move || {
-                let me = tok(10 + i);
-                while !stop.load(Ordering::Relaxed) {
-                    gil.acquire(me).unwrap();
-                    let t = Instant::now();
-                    while t.elapsed() < Duration::from_micros(200) && !gil.drop_requested() {
-                        std::hint::spin_loop();
-                    }
-                    let reason = if gil.drop_requested() {
-                        ReleaseReason::Forced
-                    } else {
-                        ReleaseReason::Voluntary
-                    };
-                    gil.release(me, reason).unwrap();
-                    thread::sleep(Duration::from_micros(100)); // a blocking call
-                }
-            })
-        })
-        .collect();
+    let flood = io_flood(&gil, &stop, 8, Some(Duration::from_micros(100)));
     // The CPU-bound thread: runs until asked to drop, 0.5 s in all.
     let cpu = tok(1);
     let (start, mut held) = (Instant::now(), Duration::ZERO);

@@ -474,8 +474,11 @@ fn forced_for_starving_stays_io(preset: &str) -> Option<bool> {
                         stop.store(true, Ordering::SeqCst);
                         gil.release(me, ReleaseReason::Forced).unwrap();
                     } else {
+                        // A blocking call that returns at once: the thread
+                        // queues again straight away, so an I/O-class waiter
+                        // is always there and the CPU-class thread gets in
+                        // only by starving, however loaded the machine.
                         gil.release(me, ReleaseReason::Voluntary).unwrap();
-                        thread::sleep(Duration::from_micros(20)); // a blocking call
                     }
                 }
                 // The thread forced out comes back when told, on the same OS

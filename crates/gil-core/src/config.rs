@@ -37,22 +37,26 @@ pub enum Policy {
     /// CPU-class, one that released it voluntarily is I/O-class. I/O-class
     /// waiters are served before CPU-class ones, and an I/O-class waiter
     /// arriving while a CPU-class thread holds the lock asks it to drop at
-    /// once. CPU against CPU keeps the switch interval. A CPU-class waiter
-    /// that has waited [`STARVATION_INTERVALS`] switch intervals is served
-    /// before everybody: it gets the lock within that bound plus the time the
-    /// holder takes to answer a drop request, and then keeps it for up to
-    /// one switch interval (nobody asks it to drop at once during that
-    /// slice), so a CPU-bound thread beside busy I/O threads holds the lock
-    /// about one interval in every [`STARVATION_INTERVALS`] + 1 (9 % with
-    /// the defaults). Within a class, waiters are
+    /// once. CPU against CPU keeps the switch interval. The starvation
+    /// bound is the CPU class's: once no CPU-class thread has had the lock
+    /// for [`STARVATION_INTERVALS`] switch intervals while one waited, the
+    /// CPU-class waiter that has waited longest is served before everybody
+    /// (within that bound plus the time the holder takes to answer a drop
+    /// request), and then keeps the lock for up to one switch interval
+    /// (nobody asks it to drop at once during that slice). So the CPU-bound
+    /// threads beside busy I/O threads hold the lock together about one
+    /// interval in every [`STARVATION_INTERVALS`] + 1 (9 % with the
+    /// defaults), in turn: with k of them, each waits at most about k
+    /// bounds. Within a class, waiters are
     /// served in arrival order; a running thread may take the free lock
     /// before the first in line for at most one switch interval, then the
     /// lock is handed to it.
     Priority,
 }
 
-/// After this many switch intervals of waiting, a CPU-class waiter under
-/// [`Policy::Priority`] is served before I/O-class ones (50 ms by default).
+/// After this many switch intervals without a turn for the CPU class, the
+/// CPU-class waiter that has waited longest under [`Policy::Priority`] is
+/// served before I/O-class ones (50 ms by default).
 pub const STARVATION_INTERVALS: u64 = 10;
 
 impl Policy {

@@ -52,8 +52,11 @@
 //!   released voluntarily is I/O-class, one forced out only for a starving
 //!   waiter keeps its class; I/O-class waiters go first and ask a
 //!   CPU-class holder to drop at once; CPU against CPU keeps the interval;
-//!   a CPU-class waiter is served first after [`STARVATION_INTERVALS`]
-//!   intervals and then keeps the lock for up to one interval (its slice).
+//!   after [`STARVATION_INTERVALS`] intervals without a turn for the CPU
+//!   class, its longest waiter is served first and then keeps the lock for
+//!   up to one interval (its slice): one bound for the whole class, so
+//!   CPU-bound threads take turns and k of them cost the I/O-class
+//!   threads what one does.
 //! * Lazy release ([`GilConfig::lazy_release_us`]): a voluntary release only
 //!   marks the holder as in a system call; coming back is one CAS; another
 //!   thread takes the lock over only if the call lasts longer than the

@@ -214,6 +214,23 @@ pub(crate) fn starvation_bound(interval: Duration) -> Duration {
     interval.saturating_mul(STARVATION_INTERVALS as u32)
 }
 
+/// Since when the starvation bound runs for a CPU-class waiter that
+/// `joined` the queue then: from then, or from when a CPU-class thread last
+/// took the lock while others waited (`class_served`), whichever is later.
+///
+/// The bound is the CPU class's, not each thread's: while I/O-class threads
+/// keep the lock busy, the CPU-bound threads *together* get one slice per
+/// bound, in turn (see [`next_to_starve`]), so k of them cost the I/O
+/// threads what one does (about 1 / ([`STARVATION_INTERVALS`] + 1) of the
+/// lock), and each waits at most k bounds. Timed per thread, two spinners
+/// beside a busy server took twice the share of one, three three times.
+pub(crate) fn starvation_start<S: Ord>(joined: S, class_served: Option<S>) -> S {
+    match class_served {
+        Some(served) => served.max(joined),
+        None => joined,
+    }
+}
+
 /// What the queue's rules need to know of an entry.
 pub(crate) trait Candidate {
     fn class(&self) -> ThreadClass;
@@ -242,13 +259,15 @@ pub(crate) fn designee<'q, C: Candidate + 'q>(
 }
 
 /// The queued waiter the starvation bound is timed on: the first CPU-class
-/// waiter not starving yet, the one that has waited longest (priority
-/// policy only).
+/// waiter, the one that has waited longest, and only while nobody starves
+/// (priority policy only). One starving waiter at a time, first come first
+/// served: the CPU class's slices go round its threads in turn.
 pub(crate) fn next_to_starve<'q, C: Candidate + 'q>(
     policy: Policy,
+    census: Census,
     queue: impl Iterator<Item = &'q C>,
 ) -> Option<usize> {
-    if policy != Policy::Priority {
+    if policy != Policy::Priority || census.starving > 0 || census.cpu == 0 {
         return None;
     }
     queue
@@ -470,15 +489,28 @@ mod tests {
     }
 
     #[test]
-    fn the_first_cpu_waiter_not_yet_starving_is_timed() {
+    fn the_first_cpu_waiter_is_timed_while_nobody_starves() {
         let q = [
             Entry(0, Io, false),
-            Entry(1, Cpu, true),
+            Entry(1, Cpu, false),
             Entry(2, Cpu, false),
-            Entry(3, Cpu, false),
+            Entry(3, Io, false),
         ];
-        assert_eq!(next_to_starve(Policy::Priority, q.iter()), Some(2));
-        assert_eq!(next_to_starve(Policy::Classic, q.iter()), None);
-        assert_eq!(next_to_starve(Policy::Priority, q[..2].iter()), None);
+        assert_eq!(next_to_starve(Policy::Priority, census(2, 2, 0), q.iter()), Some(1));
+        assert_eq!(next_to_starve(Policy::Classic, census(4, 0, 0), q.iter()), None);
+        // No CPU-class waiter: nobody to time.
+        assert_eq!(next_to_starve(Policy::Priority, census(1, 0, 0), q[..1].iter()), None);
+        // One starves already: the next one waits for its turn.
+        let q = [Entry(0, Cpu, true), Entry(1, Cpu, false)];
+        assert_eq!(next_to_starve(Policy::Priority, census(0, 2, 1), q.iter()), None);
+    }
+
+    #[test]
+    fn the_starvation_bound_runs_from_the_cpu_class_last_turn() {
+        // Joined before the class was last served: timed from that turn.
+        assert_eq!(starvation_start(10, Some(25)), 25);
+        // Joined after it, or the class never served: from joining.
+        assert_eq!(starvation_start(30, Some(25)), 30);
+        assert_eq!(starvation_start(10, None::<u32>), 10);
     }
 }

@@ -22,8 +22,10 @@
 //!   since the first waiter came) without a switch: a drop request, also
 //!   while it is in a lazily released call (it answers at its next release);
 //! * the first CPU-class waiter has waited [`STARVATION_INTERVALS`](crate::STARVATION_INTERVALS)
-//!   intervals ([`policy::starvation_bound`]): it is marked starving, goes first, and the holder is asked
-//!   to drop;
+//!   intervals ([`policy::starvation_bound`]), counted from its arrival or
+//!   the CPU class's last turn ([`policy::starvation_start`]), and nobody
+//!   starves yet: it is marked starving, goes first, and the holder is
+//!   asked to drop;
 //! * the holder's lazily released system call has lasted the threshold: the
 //!   lock is taken from it and handed to the designee.
 //!
@@ -199,12 +201,12 @@ impl Gil {
             _ => room.monitor.episode = None,
         }
 
-        // The starvation bound: the first CPU-class waiter not yet starving
-        // is the one that has waited longest.
+        // The starvation bound: the first CPU-class waiter, while nobody
+        // starves, timed from its arrival or the CPU class's last turn.
         let (mut ask, mut starved) = (false, false);
-        if let Some(i) = policy::next_to_starve(self.inner.policy, room.queue.iter()) {
+        if let Some(i) = policy::next_to_starve(self.inner.policy, room.census, room.queue.iter()) {
             let bound = policy::starvation_bound(interval);
-            let since = room.queue[i].since;
+            let since = policy::starvation_start(room.queue[i].since, room.cpu_served);
             if room.clock.passed(since, bound) {
                 room.queue[i].starving = true;
                 room.census.starving += 1;

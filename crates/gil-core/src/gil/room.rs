@@ -34,6 +34,10 @@ pub(super) struct WaitRoom {
     /// The designee seen last (its ticket), and since when it has been the
     /// designee: the hand-off bound is timed from then.
     head: Option<(u64, Stamp)>,
+    /// When a CPU-class thread last took the lock while others waited: the
+    /// CPU class's last turn, from which the starvation bound runs
+    /// ([`policy::starvation_start`]).
+    pub(super) cpu_served: Option<Stamp>,
     /// Forced releasers waiting for somebody to take over.
     pub(super) switch_waiters: usize,
     /// Why the pending drop request was raised, as far as it tells about
@@ -234,6 +238,13 @@ impl Gil {
         policy::may_take(self.inner.policy, room.census, w.class, w.starving, turn)
     }
 
+    /// Whether waiter `w` is the one the starvation bound is timed on
+    /// ([`policy::next_to_starve`]).
+    pub(super) fn first_to_starve(&self, room: &WaitRoom, w: &Waiter) -> bool {
+        policy::next_to_starve(self.inner.policy, room.census, room.queue.iter())
+            .is_some_and(|i| room.queue[i].ticket == w.ticket)
+    }
+
     /// The waiter a free lock goes to ([`policy::designee`]).
     pub(super) fn designee<'r>(&self, room: &'r WaitRoom) -> Option<&'r Queued> {
         policy::designee(self.inner.policy, room.census, room.queue.iter())
@@ -349,8 +360,8 @@ impl Gil {
 
     /// The lock word was just won under the mutex: a new holder starts with
     /// no drop request (CPython clears the bit in `take_gil`), and forced
-    /// releasers waiting for a switch are told to look. A waiter that
-    /// `starved` starts its slice.
+    /// releasers waiting for a switch are told to look. A CPU-class taker
+    /// is the CPU class's turn; a waiter that `starved` starts its slice.
     pub(super) fn took_over_under_mutex(
         &self,
         token: Token,
@@ -362,6 +373,9 @@ impl Gil {
         self.inner.drop_request.store(false, Relaxed);
         room.asked = Asked::default();
         self.became_holder(token, class);
+        if class == ThreadClass::Cpu {
+            room.cpu_served = Some(room.clock.now());
+        }
         if starved {
             self.inner.hot.holder_class.store(IN_SLICE, Relaxed);
         }

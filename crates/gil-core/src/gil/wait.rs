@@ -112,9 +112,14 @@ impl Gil {
             };
             // The starvation bound is checked at every wake-up: a waiter
             // woken by every release but losing every race (to threads
-            // arriving as it wakes) never sees a wait time out.
+            // arriving as it wakes) never sees a wait time out. Only the
+            // first CPU-class waiter, and only while nobody starves.
             if policy::may_starve(policy, w.class, w.starving)
-                && room.clock.passed(w.since, policy::starvation_bound(self.interval()))
+                && self.first_to_starve(&room, &w)
+                && room.clock.passed(
+                    policy::starvation_start(w.since, room.cpu_served),
+                    policy::starvation_bound(self.interval()),
+                )
             {
                 w.starving = true;
                 room.entry_mut(w.ticket).starving = true;

@@ -76,7 +76,7 @@ pub(crate) struct Clock {
 }
 
 /// A tick count read from a [`Clock`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Stamp(u64);
 
 impl Clock {

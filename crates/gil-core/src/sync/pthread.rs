@@ -186,7 +186,7 @@ fn deadline_after(timeout: Duration) -> libc::timespec {
 pub(crate) struct Clock;
 
 /// A point in time read from a [`Clock`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Stamp(Instant);
 
 impl Clock {

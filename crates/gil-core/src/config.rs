@@ -42,10 +42,10 @@ pub enum Policy {
     /// for [`STARVATION_INTERVALS`] switch intervals while one waited, the
     /// CPU-class waiter that has waited longest is served before everybody
     /// (within that bound plus the time the holder takes to answer a drop
-    /// request), and then keeps the lock for up to one switch interval
-    /// (nobody asks it to drop at once during that slice). So the CPU-bound
-    /// threads beside busy I/O threads hold the lock together about one
-    /// interval in every [`STARVATION_INTERVALS`] + 1 (9 % with the
+    /// request), and then keeps the lock for half a switch interval (nobody
+    /// asks it to drop at once during that slice). So the CPU-bound threads
+    /// beside busy I/O threads hold the lock together about half an
+    /// interval in every [`STARVATION_INTERVALS`] and a half (5 % with the
     /// defaults), in turn: with k of them, each waits at most about k
     /// bounds. Within a class, waiters are
     /// served in arrival order; a running thread may take the free lock

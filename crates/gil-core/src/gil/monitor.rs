@@ -223,7 +223,14 @@ impl Gil {
         let sn = self.inner.hot.switch_number.load(Relaxed);
         match room.monitor.watch {
             Some((w, since)) if w == sn => {
-                if room.clock.passed(since, interval) {
+                // A holder in its slice (timed from when it took the lock)
+                // is asked once the slice is over.
+                let hold = if self.holder_class().1 {
+                    policy::slice(interval)
+                } else {
+                    interval
+                };
+                if room.clock.passed(since, hold) {
                     if new_episode && !room.monitor.deferred {
                         // The holder is in a call this look saw first: it
                         // may be long (a late look), and then the next look,
@@ -237,7 +244,7 @@ impl Gil {
                         room.monitor.watch = Some((sn, now));
                     }
                 } else {
-                    next = next.min(room.clock.left(since, interval));
+                    next = next.min(room.clock.left(since, hold));
                 }
             }
             _ => {
@@ -252,8 +259,8 @@ impl Gil {
                 // Free: make sure whoever goes first now is awake.
                 self.wake_next(room);
             } else if interval_due || !self.holder_class().1 {
-                // Held (a holder in its slice only once its interval is
-                // up), or reserved for a holder in a lazily released call:
+                // Held (a holder in its slice only once the slice is
+                // over), or reserved for a holder in a lazily released call:
                 // then only the flag goes up, answered at its next release
                 // (a thread in short calls most of the time is asked too).
                 // A panicking host callback was caught; the flag is up, and
@@ -288,6 +295,11 @@ impl Gil {
             Some(threshold) if in_call => threshold,
             _ => self.interval(),
         };
+        process::kick(within);
+    }
+
+    /// Makes the monitor look within `within` (a slice's end).
+    pub(super) fn ask_monitor_within(&self, within: Duration) {
         process::kick(within);
     }
 

@@ -38,6 +38,9 @@ pub(super) struct WaitRoom {
     /// CPU class's last turn, from which the starvation bound runs
     /// ([`policy::starvation_start`]).
     pub(super) cpu_served: Option<Stamp>,
+    /// The slice under way: its holder's switch number, and when it began
+    /// ([`policy::slice`]).
+    pub(super) slice: Option<(u64, Stamp)>,
     /// Forced releasers waiting for somebody to take over.
     pub(super) switch_waiters: usize,
     /// Why the pending drop request was raised, as far as it tells about
@@ -378,13 +381,46 @@ impl Gil {
         }
         if starved {
             self.inner.hot.holder_class.store(IN_SLICE, Relaxed);
+            let sn = self.inner.hot.switch_number.load(Relaxed);
+            room.slice = Some((sn, room.clock.now()));
         }
         self.observe_acquire(token);
         if self.inner.monitor {
             self.watch_new_holder(room);
         }
+        if starved {
+            self.time_the_slice(room);
+        }
         if room.switch_waiters > 0 {
             slow.switch_cond.notify_all();
+        }
+    }
+
+    /// How much of the holder's slice is left, if the holder (switch number
+    /// `sn`) is in one: zero once it is over.
+    pub(super) fn slice_left(&self, room: &WaitRoom, sn: u64) -> Option<Duration> {
+        match room.slice {
+            Some((n, start)) if n == sn && self.holder_class().1 => {
+                let length = policy::slice(self.interval());
+                Some(if room.clock.passed(start, length) {
+                    Duration::ZERO
+                } else {
+                    room.clock.left(start, length)
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// A slice has just begun: makes sure somebody times its end. The
+    /// monitor looks within the slice; without it, the first I/O-class
+    /// waiter (the one it ends for) is woken to time it, as it may be
+    /// asleep in a wait of a whole interval.
+    fn time_the_slice(&self, room: &WaitRoom) {
+        if self.inner.monitor {
+            self.ask_monitor_within(policy::slice(self.interval()));
+        } else if let Some(q) = room.queue.iter().find(|q| q.class == ThreadClass::Io) {
+            q.wake();
         }
     }
 

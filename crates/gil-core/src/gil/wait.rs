@@ -40,6 +40,9 @@ impl Gil {
         // With lazy release: since when this waiter has waited for the
         // current holder (its switch number), across wake-ups.
         let mut waiting_on: Option<(u64, Stamp)> = None;
+        // The switch number of the holder whose slice's end this waiter
+        // has already asked for.
+        let mut sliced: Option<u64> = None;
         loop {
             let s = hot.state.load(Relaxed);
             let may_take = self.may_take_queued(&mut room, &w);
@@ -96,7 +99,22 @@ impl Gil {
                     }
                 }
                 holder_running = Some(sn);
-                if self.inner.lazy_release.is_some() {
+                // A holder in its slice is asked to drop when the slice is
+                // over: once per slice, by whoever notices first.
+                let slice_left = if sliced == Some(sn) {
+                    None
+                } else {
+                    self.slice_left(&room, sn)
+                };
+                if let Some(left) = slice_left {
+                    if left.is_zero() {
+                        sliced = Some(sn);
+                        true
+                    } else {
+                        cond.wait_for(&mut room, left);
+                        false // the next round asks
+                    }
+                } else if self.inner.lazy_release.is_some() {
                     // Every lazy release wakes a waiter (to time the call);
                     // such wake-ups must not restart the interval, or a
                     // thread making system calls all the time would never be

@@ -746,3 +746,60 @@ fn cpu_threads_beside_io_flood(preset: &str, n: usize) -> CpuRun {
         promotions_per_s: promotions as f64 / elapsed,
     }
 }
+
+/// No herd on a timer: sixteen threads wait behind a holder that keeps the
+/// lock 100 switch intervals without answering the drop request. Only the
+/// waiters that keep time (the first in line, and under the priority policy
+/// the CPU-class waiter the starvation bound is timed on: none here) wake
+/// once an interval; the others sleep until their turn. Each waiter counts
+/// the times it went to sleep while waiting (`RUSAGE_THREAD` voluntary
+/// context switches). Timed by every waiter, as in CPython's `take_gil`,
+/// each would sleep about 100 times.
+#[test]
+fn only_the_first_waiter_wakes_on_a_timer() {
+    let _serial = one_at_a_time();
+    for preset in PRESETS {
+        let sleeps = sleeps_behind_a_long_holder(preset);
+        let often = sleeps.iter().filter(|&&n| n > 20).count();
+        assert!(
+            often <= 2,
+            "{preset}: {often} of {} waiters woke more than 20 times: {sleeps:?}",
+            sleeps.len()
+        );
+    }
+}
+
+/// How many times each of 16 waiters slept while a holder kept the lock for
+/// 100 intervals of 1 ms.
+fn sleeps_behind_a_long_holder(preset: &str) -> Vec<i64> {
+    fn voluntary_switches() -> i64 {
+        // SAFETY: `getrusage` writes only the struct it is given.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; RUSAGE_THREAD is the calling thread.
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+        usage.ru_nvcsw
+    }
+    const INTERVAL_US: u64 = 1_000;
+    let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(INTERVAL_US)).unwrap());
+    let holder = tok(1);
+    gil.acquire(holder).unwrap();
+    let waiters: Vec<_> = (0..16)
+        .map(|i| {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                let me = tok(2 + i);
+                let before = voluntary_switches();
+                gil.acquire(me).unwrap();
+                let sleeps = voluntary_switches() - before;
+                gil.release(me, ReleaseReason::Final).unwrap();
+                sleeps
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_micros(100 * INTERVAL_US) {
+        std::hint::spin_loop(); // the drop request goes unanswered
+    }
+    gil.release(holder, ReleaseReason::Voluntary).unwrap();
+    waiters.into_iter().map(|h| h.join().unwrap()).collect()
+}

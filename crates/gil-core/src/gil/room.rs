@@ -205,6 +205,10 @@ impl Gil {
     /// releaser waiting for a switch that can no longer come is let go.
     /// Whether it was starving.
     pub(super) fn leave(&self, slow: &Slow, room: &mut WaitRoom, w: &Waiter, with_lock: bool) -> bool {
+        // Whether it kept time for the others (see `keeps_time`): then
+        // whoever takes over that job is woken to do it.
+        let was_designee = self.designee(room).is_some_and(|d| d.ticket == w.ticket);
+        let was_timing_starvation = self.first_to_starve(room, w);
         let at = room
             .queue
             .iter()
@@ -212,6 +216,16 @@ impl Gil {
             .expect("a waiter's entry stays queued until it leaves");
         let starving = room.queue.remove(at).expect("position is in range").starving;
         room.census.leave(w.class, starving);
+        if !self.inner.monitor && room.census.waiters() > 0 {
+            if was_designee {
+                self.wake_next(room);
+            }
+            if was_timing_starvation || starving {
+                if let Some(i) = policy::next_to_starve(self.inner.policy, room.census, room.queue.iter()) {
+                    room.queue[i].wake();
+                }
+            }
+        }
         if room.census.waiters() == 0 {
             self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
             if !with_lock {
@@ -239,6 +253,34 @@ impl Gil {
     pub(super) fn may_take_queued(&self, room: &mut WaitRoom, w: &Waiter) -> bool {
         let turn = self.turn(room, Some(w.ticket));
         policy::may_take(self.inner.policy, room.census, w.class, w.starving, turn)
+    }
+
+    /// Whether waiter `w` keeps time in the plain waiting room: it is the
+    /// designee (it times the holder's interval, slice and lazily released
+    /// call), or the waiter the starvation bound is timed on. Everyone else
+    /// sleeps without a timeout: with N waiters each timing its own
+    /// interval, as in CPython's `take_gil`, N wake-ups an interval came
+    /// whatever the hand-offs did (a herd on a timer). A waiter that
+    /// becomes one of the two is woken ([`Gil::leave`]).
+    pub(super) fn keeps_time(&self, room: &WaitRoom, w: &Waiter) -> bool {
+        self.designee(room).is_some_and(|d| d.ticket == w.ticket) || self.first_to_starve(room, w)
+    }
+
+    /// Waits on `cond` (this waiter's own) for at most `timeout` if it
+    /// keeps time, else until woken. Whether it timed out.
+    pub(super) fn wait_in_room(
+        &self,
+        cond: &Condvar,
+        room: &mut MutexGuard<'_, WaitRoom>,
+        timed: bool,
+        timeout: Duration,
+    ) -> bool {
+        if timed {
+            cond.wait_for(room, timeout)
+        } else {
+            cond.wait(room);
+            false
+        }
     }
 
     /// Whether waiter `w` is the one the starvation bound is timed on

@@ -51,6 +51,10 @@ impl Gil {
             }
             // What this wait is for, and the switch number at its start.
             let mut holder_running = None;
+            // Only the waiters that keep time wait with a timeout; the
+            // others sleep until a release, or a change of who keeps time,
+            // wakes them.
+            let timed = should_abort.is_some() || self.keeps_time(&room, &w);
             let timed_out = if s & SYSCALL != 0 {
                 if self.reclaim(token).is_some() {
                     // Our own system call (the fast path lost a race with a
@@ -78,13 +82,13 @@ impl Gil {
                     .clock
                     .left(since, threshold)
                     .min(room.clock.left(held, self.interval()));
-                cond.wait_for(&mut room, left);
+                self.wait_in_room(&cond, &mut room, timed, left);
                 // A call that has outlasted the threshold is taken over (next
                 // round), not asked to end.
                 room.clock.passed(held, self.interval()) && !room.clock.passed(since, threshold)
             } else if s & LOCKED == 0 {
                 // Free, but not ours to take (priority): wait to be woken.
-                cond.wait_for(&mut room, self.interval())
+                self.wait_in_room(&cond, &mut room, timed, self.interval())
             } else {
                 let (holder, slice) = self.holder_class();
                 let sn = hot.switch_number.load(Relaxed);
@@ -111,7 +115,7 @@ impl Gil {
                         sliced = Some(sn);
                         true
                     } else {
-                        cond.wait_for(&mut room, left);
+                        self.wait_in_room(&cond, &mut room, timed, left);
                         false // the next round asks
                     }
                 } else if self.inner.lazy_release.is_some() {
@@ -122,10 +126,10 @@ impl Gil {
                     // waiter started waiting on this holder.
                     let since = first_seen(&mut waiting_on, sn, &room.clock);
                     let left = room.clock.left(since, self.interval());
-                    cond.wait_for(&mut room, left);
+                    self.wait_in_room(&cond, &mut room, timed, left);
                     room.clock.passed(since, self.interval())
                 } else {
-                    cond.wait_for(&mut room, self.interval())
+                    self.wait_in_room(&cond, &mut room, timed, self.interval())
                 }
             };
             // The starvation bound is checked at every wake-up: a waiter

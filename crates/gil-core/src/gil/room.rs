@@ -87,6 +87,9 @@ pub(super) struct Queued {
     pub(super) since: Stamp,
     /// Past the starvation bound.
     pub(super) starving: bool,
+    /// Its last wait had a timeout (it keeps time, see `Gil::keeps_time`):
+    /// it needs no wake-up to notice that the holder runs on.
+    timed: bool,
     cond: CondRef,
 }
 
@@ -117,12 +120,13 @@ struct CondRef(*const Condvar);
 unsafe impl Send for CondRef {}
 
 impl WaitRoom {
-    /// `ticket`'s entry.
+    /// `ticket`'s entry (the queue is in ticket order).
     pub(super) fn entry_mut(&mut self, ticket: u64) -> &mut Queued {
-        self.queue
-            .iter_mut()
-            .find(|q| q.ticket == ticket)
-            .expect("a waiter's entry stays queued until it leaves")
+        let at = self
+            .queue
+            .binary_search_by_key(&ticket, |q| q.ticket)
+            .expect("a waiter's entry stays queued until it leaves");
+        &mut self.queue[at]
     }
 
     /// Under loom: wakes every waiter, so timed waits can see the tick.
@@ -177,6 +181,7 @@ impl Gil {
             class,
             since,
             starving: false,
+            timed: false,
             cond: CondRef(cond),
         });
         if self.designee(room).is_some_and(|d| d.ticket == ticket) {
@@ -211,18 +216,25 @@ impl Gil {
         let was_timing_starvation = self.first_to_starve(room, w);
         let at = room
             .queue
-            .iter()
-            .position(|q| q.ticket == w.ticket)
+            .binary_search_by_key(&w.ticket, |q| q.ticket)
             .expect("a waiter's entry stays queued until it leaves");
         let starving = room.queue.remove(at).expect("position is in range").starving;
         room.census.leave(w.class, starving);
         if !self.inner.monitor && room.census.waiters() > 0 {
+            // Not one that keeps time already (the CPU-class waiter the
+            // starvation bound is timed on, often): its timed wait sees the
+            // new holder within an interval, and a wake-up per hand-off
+            // would only take a CPU from the threads doing the work.
             if was_designee {
-                self.wake_next(room);
+                if let Some(d) = self.designee(room).filter(|d| !d.timed) {
+                    d.wake();
+                }
             }
             if was_timing_starvation || starving {
                 if let Some(i) = policy::next_to_starve(self.inner.policy, room.census, room.queue.iter()) {
-                    room.queue[i].wake();
+                    if !room.queue[i].timed {
+                        room.queue[i].wake();
+                    }
                 }
             }
         }
@@ -266,15 +278,17 @@ impl Gil {
         self.designee(room).is_some_and(|d| d.ticket == w.ticket) || self.first_to_starve(room, w)
     }
 
-    /// Waits on `cond` (this waiter's own) for at most `timeout` if it
+    /// Waits on `cond` (waiter `w`'s own) for at most `timeout` if it
     /// keeps time, else until woken. Whether it timed out.
     pub(super) fn wait_in_room(
         &self,
         cond: &Condvar,
         room: &mut MutexGuard<'_, WaitRoom>,
+        w: &Waiter,
         timed: bool,
         timeout: Duration,
     ) -> bool {
+        room.entry_mut(w.ticket).timed = timed;
         if timed {
             cond.wait_for(room, timeout)
         } else {
@@ -284,10 +298,13 @@ impl Gil {
     }
 
     /// Whether waiter `w` is the one the starvation bound is timed on
-    /// ([`policy::next_to_starve`]).
+    /// ([`policy::next_to_starve`]). Only a CPU-class waiter looks along
+    /// the line, so an I/O-class one (most waiters in a busy server) never
+    /// pays for its length.
     pub(super) fn first_to_starve(&self, room: &WaitRoom, w: &Waiter) -> bool {
-        policy::next_to_starve(self.inner.policy, room.census, room.queue.iter())
-            .is_some_and(|i| room.queue[i].ticket == w.ticket)
+        policy::may_starve(self.inner.policy, w.class, w.starving)
+            && policy::next_to_starve(self.inner.policy, room.census, room.queue.iter())
+                .is_some_and(|i| room.queue[i].ticket == w.ticket)
     }
 
     /// The waiter a free lock goes to ([`policy::designee`]).

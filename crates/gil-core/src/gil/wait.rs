@@ -82,13 +82,13 @@ impl Gil {
                     .clock
                     .left(since, threshold)
                     .min(room.clock.left(held, self.interval()));
-                self.wait_in_room(&cond, &mut room, timed, left);
+                self.wait_in_room(&cond, &mut room, &w, timed, left);
                 // A call that has outlasted the threshold is taken over (next
                 // round), not asked to end.
                 room.clock.passed(held, self.interval()) && !room.clock.passed(since, threshold)
             } else if s & LOCKED == 0 {
                 // Free, but not ours to take (priority): wait to be woken.
-                self.wait_in_room(&cond, &mut room, timed, self.interval())
+                self.wait_in_room(&cond, &mut room, &w, timed, self.interval())
             } else {
                 let (holder, slice) = self.holder_class();
                 let sn = hot.switch_number.load(Relaxed);
@@ -115,7 +115,7 @@ impl Gil {
                         sliced = Some(sn);
                         true
                     } else {
-                        self.wait_in_room(&cond, &mut room, timed, left);
+                        self.wait_in_room(&cond, &mut room, &w, timed, left);
                         false // the next round asks
                     }
                 } else if self.inner.lazy_release.is_some() {
@@ -126,10 +126,10 @@ impl Gil {
                     // waiter started waiting on this holder.
                     let since = first_seen(&mut waiting_on, sn, &room.clock);
                     let left = room.clock.left(since, self.interval());
-                    self.wait_in_room(&cond, &mut room, timed, left);
+                    self.wait_in_room(&cond, &mut room, &w, timed, left);
                     room.clock.passed(since, self.interval())
                 } else {
-                    self.wait_in_room(&cond, &mut room, timed, self.interval())
+                    self.wait_in_room(&cond, &mut room, &w, timed, self.interval())
                 }
             };
             // The starvation bound is checked at every wake-up: a waiter

@@ -273,7 +273,8 @@ impl Gil {
     /// sleeps without a timeout: with N waiters each timing its own
     /// interval, as in CPython's `take_gil`, N wake-ups an interval came
     /// whatever the hand-offs did (a herd on a timer). A waiter that
-    /// becomes one of the two is woken ([`Gil::leave`]).
+    /// becomes one of the two is woken ([`Gil::leave`]), unless its last
+    /// wait had a timeout already.
     pub(super) fn keeps_time(&self, room: &WaitRoom, w: &Waiter) -> bool {
         self.designee(room).is_some_and(|d| d.ticket == w.ticket) || self.first_to_starve(room, w)
     }

@@ -473,14 +473,14 @@ impl Gil {
     }
 
     /// A slice has just begun: makes sure somebody times its end. The
-    /// monitor looks within the slice; without it, the first I/O-class
-    /// waiter (the one it ends for) is woken to time it, as it may be
-    /// asleep in a wait of a whole interval.
+    /// monitor looks within the slice; without it, the designee (the
+    /// waiter it ends for, and a timekeeper) is woken to time it, as it may
+    /// be asleep in a wait of a whole interval.
     fn time_the_slice(&self, room: &WaitRoom) {
         if self.inner.monitor {
             self.ask_monitor_within(policy::slice(self.interval()));
-        } else if let Some(q) = room.queue.iter().find(|q| q.class == ThreadClass::Io) {
-            q.wake();
+        } else {
+            self.wake_next(room);
         }
     }
 

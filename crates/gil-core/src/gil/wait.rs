@@ -136,8 +136,7 @@ impl Gil {
             // woken by every release but losing every race (to threads
             // arriving as it wakes) never sees a wait time out. Only the
             // first CPU-class waiter, and only while nobody starves.
-            if policy::may_starve(policy, w.class, w.starving)
-                && self.first_to_starve(&room, &w)
+            if self.first_to_starve(&room, &w)
                 && room.clock.passed(
                     policy::starvation_start(w.since, room.cpu_served),
                     policy::starvation_bound(self.interval()),

@@ -54,7 +54,7 @@
 //!   CPU-class holder to drop at once; CPU against CPU keeps the interval;
 //!   after [`STARVATION_INTERVALS`] intervals without a turn for the CPU
 //!   class, its longest waiter is served first and then keeps the lock for
-//!   half an interval (its slice): one bound for the whole class, so
+//!   a fifth of an interval (its slice): one bound for the whole class, so
 //!   CPU-bound threads take turns and k of them cost the I/O-class
 //!   threads what one does.
 //! * Lazy release ([`GilConfig::lazy_release_us`]): a voluntary release only

@@ -227,7 +227,7 @@ fn classic_does_not_preempt() {
 
 /// Three I/O-class threads keep the lock busy, each re-acquiring right after
 /// releasing; a CPU-class waiter still gets it within the starvation bound
-/// (10 intervals) plus the holders' response time. The assertion allows 40x
+/// (STARVATION_INTERVALS) plus the holders' response time. The assertion allows 40x
 /// the bound: a fairness property, not a speed claim.
 #[test]
 fn priority_cpu_waiter_is_not_starved_by_io_threads() {
@@ -649,19 +649,21 @@ fn woken_cpu_waiter_served(preset: &str) -> (bool, gil_core::Counters) {
 
 /// A CPU-bound thread beside I/O-class threads that keep the lock busy (8
 /// threads, each holding it 200 µs between 100 µs blocking calls) gets
-/// a slice: once served after starving, it keeps the lock for half a switch
-/// interval instead of dropping it at the next I/O-class arrival. So it
-/// holds the lock for about half an interval in every
-/// STARVATION_INTERVALS and a half (5 %); without the slice, for the few
-/// microseconds it takes to notice a drop request (well under 1 %). The
-/// assertion asks for 2 %: a share, whatever the machine's speed.
+/// a slice: once served after starving, it keeps the lock for a fifth of a
+/// switch interval instead of dropping it at the next I/O-class arrival.
+/// So it holds the lock for at least a fifth of an interval in every
+/// STARVATION_INTERVALS and a fifth (5 %; 14-22 % measured, as the flood
+/// leaves the lock free at times); without the slice, for the few
+/// microseconds it takes to notice a drop request at each turn (1.5 %
+/// measured). The assertion asks for 4 %: a share, whatever the machine's
+/// speed.
 #[test]
 fn priority_a_starved_cpu_thread_gets_a_slice() {
     let _serial = one_at_a_time();
     for preset in ["priority", "priority-lazy", "priority-monitor", "priority-lazy-monitor"] {
         let run = cpu_threads_beside_io_flood(preset, 1);
         assert!(
-            run.share >= 0.02,
+            run.share >= 0.04,
             "{preset}: the CPU-bound thread held the lock {:.2} % of the time",
             run.share * 100.0
         );

@@ -5,7 +5,8 @@
         --python stock=$STOCK_PYTHON \\
         --python 'priority=$RUSTGIL_PYTHON PYTHONRUSTGIL=priority' [...] \\
         [--connections 1,10,50,200] [--spinners 0,1,2] [--seconds 5] [--repeat 3] \\
-        [--out report.md] [--json raw.json] [--diag] [--trace-dir DIR] [--no-warmup]
+        [--out report.md] [--json raw.json] [--diag] [--trace-dir DIR] [--no-warmup] \\
+        [--spinner-sched other|batch|idle] [--external-spinners N]
 
 The server, run by each interpreter under test in a child process, is the
 standard library's http.server.ThreadingHTTPServer (one thread per
@@ -68,6 +69,14 @@ statistics (/proc/<pid>/task/<tid>/schedstat: time runnable but waiting for
 a CPU). --trace-dir DIR also records a GIL trace (Chrome JSON, one file per
 run, DIR/NAME-cC-sS-rR.json) of --trace-seconds seconds, starting one second
 into the load.
+
+Controls for telling the lock's share of a tail from the OS scheduler's
+(docs/servers.md, "Where the rest of the tail is"): --spinner-sched idle
+(or batch) runs the in-process spinners under that Linux scheduling policy
+(SCHED_IDLE: a woken handler preempts a spinner at once); --external-spinners
+N runs N spinning processes (this script's Python, `while True: pass`) beside
+the server for the whole measurement: the same CPU contention with no lock
+shared.
 """
 
 import argparse
@@ -94,7 +103,7 @@ SERVER = r'''
 import itertools, json, os, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-spinners, diag = int(sys.argv[1]), sys.argv[2] == "1"
+spinners, diag, spin_sched = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
 try:
     import _rustgil
 except ImportError:
@@ -120,6 +129,12 @@ def schedstat():
 
 def spin(i):
     kinds[threading.get_native_id()] = "spinner"
+    if spin_sched != "other":
+        try:  # this thread only: Linux applies the policy per thread
+            os.sched_setscheduler(0, getattr(os, "SCHED_" + spin_sched.upper()), os.sched_param(0))
+        except (AttributeError, OSError) as e:
+            sys.stderr.write(f"spinner {i}: cannot run under SCHED_{spin_sched.upper()}: {e}\n")
+            os._exit(3)
     c = 0
     while True:
         for _ in range(1000):
@@ -318,10 +333,10 @@ class Interpreter:
 
 
 class ServerProcess:
-    def __init__(self, interp, spinners, diag):
+    def __init__(self, interp, spinners, diag, spin_sched="other"):
         self.interp = interp
         self.errfile = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([interp.path, "-c", SERVER, str(spinners), "1" if diag else "0"],
+        self.proc = subprocess.Popen([interp.path, "-c", SERVER, str(spinners), "1" if diag else "0", spin_sched],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errfile,
                                      env=interp.env, text=True, bufsize=1)
         self.pid = self.proc.pid
@@ -452,7 +467,7 @@ def diff_stats(a, b):
 
 
 def one_run(interp, conns, spinners, args, trace_path=None):
-    server = ServerProcess(interp, spinners, args.diag or trace_path is not None)
+    server = ServerProcess(interp, spinners, args.diag or trace_path is not None, args.spinner_sched)
     lua_path = flag = wrk = None
     try:
         time.sleep(0.3)  # imports done, spinners going
@@ -762,6 +777,12 @@ def make_parser(measuring=True):
     p.add_argument("--diag", action="store_true", help="record the lock's counters and histograms (rust-gil)")
     p.add_argument("--trace-dir", help="also write a GIL trace per run (rust-gil) into this directory")
     p.add_argument("--trace-seconds", type=float, default=1.0, help="length of each trace (default 1)")
+    p.add_argument("--spinner-sched", choices=("other", "batch", "idle"), default="other",
+                   help="Linux scheduling policy of the in-process spinners (default other, i.e. SCHED_OTHER); "
+                        "a control, see above")
+    p.add_argument("--external-spinners", type=int, default=0, metavar="N",
+                   help="also run N spinning processes beside the server for the whole measurement "
+                        "(default 0); a control, see above")
     p.add_argument("--out", help="also write the Markdown report to this file")
     p.add_argument("--json", help="write every run's raw numbers to this file (rewritten after each cell)")
     p.add_argument("--from-json", metavar="FILE",
@@ -796,7 +817,10 @@ def report_text(results, names, conns_list, spinners_list, args, argv, started, 
               + ("" if args.no_warmup else ", after a warm-up that lasts until every connection has its thread")
               + f"; {rounds} interleaved round(s) per cell, medians; listen backlog 1024"
               + (f" (somaxconn {somaxconn})" if somaxconn else "") + ". "
-              "Latency percentiles are wrk's, which it corrects for coordinated omission (see server.py --help).\n\n"
+              + (f"Spinners under SCHED_{args.spinner_sched.upper()}. " if args.spinner_sched != "other" else "")
+              + (f"{args.external_spinners} spinning process(es) beside the server throughout. "
+                 if args.external_spinners else "")
+              + "Latency percentiles are wrk's, which it corrects for coordinated omission (see server.py --help).\n\n"
               "Interpreters:\n\n" + "\n".join(f"- `{n}`: `{d}`" for n, d in described.items()) + "\n")
     return header + "\n" + markdown(results, names, conns_list, spinners_list, args)
 
@@ -827,6 +851,8 @@ def main():
         p.error("--repeat must be at least 1")
     if args.seconds < 1:
         p.error("--seconds must be at least 1")
+    if args.external_spinners < 0:
+        p.error("--external-spinners must be 0 or more")
     names = [i.name for i in args.python]
     if len(set(names)) != len(names):
         p.error("--python: every interpreter needs its own NAME")
@@ -859,6 +885,8 @@ def main():
                            "cpus": os.cpu_count(), "runs": raw}, f, indent=1)
             os.replace(args.json + ".part", args.json)
 
+    outside = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(args.external_spinners)]
     try:
         for c in conns_list:
             for s in spinners_list:
@@ -883,6 +911,9 @@ def main():
                               file=sys.stderr, flush=True)
                 save_json()
     finally:
+        for proc in outside:
+            proc.kill()
+            proc.wait()
         save_json()
 
     report = report_text(results, names, conns_list, spinners_list, args, sys.argv, started,

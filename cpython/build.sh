@@ -113,7 +113,7 @@ fi
 # ---- the library ----------------------------------------------------------
 
 say "installing the rust-gil library into $cache/gil"
-bash "$repo/scripts/install.sh" "$cache/gil" >/dev/null
+bash "$repo/scripts/install.sh" --build "$cache/gil" >/dev/null
 
 # ---- one interpreter ------------------------------------------------------
 

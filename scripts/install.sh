@@ -1,50 +1,142 @@
 #!/usr/bin/env bash
-# Builds the C library and installs it under a prefix:
-#   PREFIX/lib/libgil.a, PREFIX/lib/libgil.so(.0), PREFIX/include/gil.h,
-#   PREFIX/lib/pkgconfig/gil.pc (shared) and gil-static.pc (static).
-# Usage: scripts/install.sh PREFIX
+# Installs the C library the way cargo-c's `cargo cinstall` lays it out:
+#
+#   LIBDIR/libgil.so.X.Y.Z   the shared library, soname libgil.so.X.Y (0.x:
+#                            the minor version is the ABI; from 1.0: .so.X)
+#   LIBDIR/libgil.so.X.Y     -> libgil.so.X.Y.Z (the soname's link)
+#   LIBDIR/libgil.so         -> libgil.so.X.Y.Z (the link-time name)
+#   LIBDIR/libgil.a          the static library
+#   INCLUDEDIR/gil.h
+#   LIBDIR/pkgconfig/gil.pc          (shared; Libs.private for --static)
+#   LIBDIR/pkgconfig/gil-static.pc   (the static library, -l:libgil.a)
+#
+# Usage: scripts/install.sh [options] [PREFIX]
+#   --prefix DIR      where the files will live (default /usr/local; also
+#                     the positional PREFIX or $PREFIX)
+#   --libdir DIR      default PREFIX/lib; relative: under PREFIX (e.g.
+#                     lib/x86_64-linux-gnu); also $LIBDIR
+#   --includedir DIR  default PREFIX/include; relative: under PREFIX
+#   --destdir DIR     stage the files under DIR (the .pc files still name
+#                     PREFIX); also $DESTDIR
+#   --rpath           put -Wl,-rpath,LIBDIR into gil.pc's Libs (off by
+#                     default: distributions reject rpaths)
+#   --build           build the library first (cargo build --release
+#                     --locked -p gil-ffi); without it nothing is built and
+#                     the artifacts must be in the target directory
+#                     ($CARGO_TARGET_DIR or target/)
+#
+# Libs.private and the static .pc's system libraries are what
+# `rustc --print native-static-libs` reports for a static library on this
+# toolchain, probed with an empty crate (libgil links no native library of
+# its own; scripts/c-tests.sh checks the probe against the real crate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-[ $# -eq 1 ] || { echo "usage: scripts/install.sh PREFIX" >&2; exit 2; }
-mkdir -p "$1"
-prefix=$(cd "$1" && pwd)
+usage() { sed -n '/^# Usage:/,/CARGO_TARGET_DIR or target/p' "$0" | sed 's/^# \{0,1\}//' >&2; }
+die() { echo "install.sh: $*" >&2; exit 2; }
+
+prefix=${PREFIX:-}
+libdir=${LIBDIR:-}
+includedir=${INCLUDEDIR:-}
+destdir=${DESTDIR:-}
+rpath=0
+build=0
+positional=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --prefix) [ $# -ge 2 ] || die "--prefix needs a directory"; prefix=$2; shift 2 ;;
+        --prefix=*) prefix=${1#*=}; shift ;;
+        --libdir) [ $# -ge 2 ] || die "--libdir needs a directory"; libdir=$2; shift 2 ;;
+        --libdir=*) libdir=${1#*=}; shift ;;
+        --includedir) [ $# -ge 2 ] || die "--includedir needs a directory"; includedir=$2; shift 2 ;;
+        --includedir=*) includedir=${1#*=}; shift ;;
+        --destdir) [ $# -ge 2 ] || die "--destdir needs a directory"; destdir=$2; shift 2 ;;
+        --destdir=*) destdir=${1#*=}; shift ;;
+        --rpath) rpath=1; shift ;;
+        --build) build=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        -*) usage; die "unknown option $1" ;;
+        *) positional+=("$1"); shift ;;
+    esac
+done
+[ ${#positional[@]} -le 1 ] || die "one PREFIX at most, got: ${positional[*]}"
+[ ${#positional[@]} -eq 0 ] || prefix=${positional[0]}
+prefix=${prefix:-/usr/local}
+if [ "${prefix#/}" = "$prefix" ]; then
+    # A relative prefix is taken from the current directory, made absolute
+    # (the .pc files must name an absolute path).
+    mkdir -p "$prefix"
+    prefix=$(cd "$prefix" && pwd)
+fi
+prefix=${prefix%/}
+case $libdir in "") libdir=$prefix/lib ;; /*) ;; *) libdir=$prefix/$libdir ;; esac
+case $includedir in "") includedir=$prefix/include ;; /*) ;; *) includedir=$prefix/$includedir ;; esac
+if [ -n "$destdir" ] && [ "${destdir#/}" = "$destdir" ]; then
+    mkdir -p "$destdir"
+    destdir=$(cd "$destdir" && pwd)
+fi
+destdir=${destdir%/}
+
 version=$(sed -n 's/^#define GIL_VERSION "\(.*\)"$/\1/p' include/gil.h)
-# What a static link of a Rust library needs from the C side on Linux/glibc
-# (as printed by rustc --print native-static-libs).
-native_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+[ -n "$version" ] || die "no GIL_VERSION in include/gil.h"
+IFS=. read -r major minor _patch <<<"$version"
+if [ "$major" = 0 ]; then abi=$major.$minor; else abi=$major; fi
+soname=libgil.so.$abi
+real=libgil.so.$version
 
-echo "install: building gil-ffi (release)"
-cargo build --release --locked --quiet -p gil-ffi
+if [ $build = 1 ]; then
+    echo "install: building gil-ffi (release)"
+    cargo build --release --locked --quiet -p gil-ffi
+fi
 target=${CARGO_TARGET_DIR:-target}/release
+for f in libgil.a libgil.so; do
+    [ -f "$target/$f" ] || die "$target/$f is missing: build it first (cargo build --release -p gil-ffi) or pass --build"
+done
+got=$(readelf -d "$target/libgil.so" 2>/dev/null | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+[ "$got" = "$soname" ] || die "$target/libgil.so has soname '${got:-none}', expected $soname: rebuild it (cargo build --release -p gil-ffi)"
 
-echo "install: into $prefix"
-install -d "$prefix/lib/pkgconfig" "$prefix/include"
-install -m 644 "$target/libgil.a" "$prefix/lib/libgil.a"
-install -m 755 "$target/libgil.so" "$prefix/lib/libgil.so.0"
-ln -sf libgil.so.0 "$prefix/lib/libgil.so"
-install -m 644 include/gil.h "$prefix/include/gil.h"
+probe=$(mktemp -d)
+trap 'rm -rf "$probe"' EXIT
+: > "$probe/empty.rs"
+native_libs=$(rustc --crate-type staticlib --crate-name probe --edition 2021 --print native-static-libs \
+    -o "$probe/libprobe.a" "$probe/empty.rs" 2>&1 | sed -n 's/.*native-static-libs: //p' | tail -1)
+[ -n "$native_libs" ] || die "rustc --print native-static-libs printed nothing"
 
+echo "install: $real (soname $soname) into ${destdir}$libdir, gil.h into ${destdir}$includedir"
+install -d "$destdir$libdir/pkgconfig" "$destdir$includedir"
+install -m 644 "$target/libgil.a" "$destdir$libdir/libgil.a"
+install -m 755 "$target/libgil.so" "$destdir$libdir/$real"
+ln -sfn "$real" "$destdir$libdir/$soname"
+ln -sfn "$real" "$destdir$libdir/libgil.so"
+install -m 644 include/gil.h "$destdir$includedir/gil.h"
+
+# The .pc files say ${prefix} where they can, so that a relocated tree can
+# be used with pkg-config --define-prefix.
+pcpath() { case $1 in "$prefix") echo '${prefix}' ;; "$prefix"/*) echo "\${prefix}${1#"$prefix"}" ;; *) echo "$1" ;; esac; }
+rpath_flag=""
+[ $rpath = 0 ] || rpath_flag=" -Wl,-rpath,\${libdir}"
 common="prefix=$prefix
-libdir=\${prefix}/lib
-includedir=\${prefix}/include
+libdir=$(pcpath "$libdir")
+includedir=$(pcpath "$includedir")
 "
-cat > "$prefix/lib/pkgconfig/gil.pc" <<PC
+cat > "$destdir$libdir/pkgconfig/gil.pc" <<PC
 ${common}
 Name: gil
 Description: Global interpreter lock with CPython's new-GIL protocol (shared library)
 Version: $version
 Cflags: -I\${includedir}
-Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lgil
+Libs: -L\${libdir}${rpath_flag} -lgil
 Libs.private: $native_libs
 PC
-cat > "$prefix/lib/pkgconfig/gil-static.pc" <<PC
+# --exclude-libs keeps a program that links the archive with
+# --export-dynamic (CPython does) from exporting the Rust runtime's symbols.
+cat > "$destdir$libdir/pkgconfig/gil-static.pc" <<PC
 ${common}
 Name: gil-static
 Description: Global interpreter lock with CPython's new-GIL protocol (static library)
 Version: $version
 Cflags: -I\${includedir}
-Libs: \${libdir}/libgil.a $native_libs
+Libs: -L\${libdir} -l:libgil.a -Wl,--exclude-libs,libgil.a $native_libs
 PC
-echo "install: done. Build with: cc app.c \$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs gil)"
+echo "install: done. Build with: cc app.c \$(PKG_CONFIG_PATH=${destdir}$libdir/pkgconfig pkg-config --cflags --libs gil)"

@@ -1,8 +1,14 @@
-//! Gives libgil.so a soname carrying the ABI's major version, so programs
-//! linked against it keep working across compatible updates.
+//! Gives libgil.so a soname carrying its ABI version, as cargo-c does: the
+//! major and minor version while the major is 0 (a 0.x minor release may
+//! break the ABI, as semver allows), the major alone from 1.0. So
+//! `libgil.so.0.1` now: programs linked against it keep working across
+//! compatible updates, and a breaking 0.2 gets a new soname.
 
 fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
-        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libgil.so.0");
+        let major = std::env::var("CARGO_PKG_VERSION_MAJOR").expect("cargo sets CARGO_PKG_VERSION_MAJOR");
+        let minor = std::env::var("CARGO_PKG_VERSION_MINOR").expect("cargo sets CARGO_PKG_VERSION_MINOR");
+        let abi = if major == "0" { format!("{major}.{minor}") } else { major };
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libgil.so.{abi}");
     }
 }

@@ -2,7 +2,9 @@
 # The C side of the C ABI: checks include/gil.h against cbindgen, builds the
 # C tests -Wall -Wextra -Werror -pedantic, runs them under ASan + UBSan
 # (static library) and under valgrind (shared library), installs the library
-# into a prefix and builds + runs the embedding example through pkg-config.
+# as a distribution would (PREFIX, multiarch LIBDIR, DESTDIR staging), checks
+# its soname, links and exports, and builds + runs the C tests and the
+# embedding example through pkg-config only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -24,10 +26,40 @@ bash scripts/gen-header.sh --check
 
 out=build/c-tests
 mkdir -p "$out"
-prefix="$PWD/build/prefix"
-step "install into $prefix"
-bash scripts/install.sh "$prefix"
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# Installed as a distribution would: a PREFIX that is not on this machine,
+# a multiarch LIBDIR, staged under DESTDIR; used through pkg-config only,
+# with the staging tree as its sysroot.
+prefix=/opt/gil-c-tests
+libdir=$prefix/lib/x86_64-linux-gnu
+stage="$PWD/build/stage"
+rm -rf "$stage"
+step "install into DESTDIR=$stage, PREFIX=$prefix, LIBDIR=$libdir"
+bash scripts/install.sh --build --prefix "$prefix" --libdir "$libdir" --destdir "$stage"
+export PKG_CONFIG_PATH="$stage$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage"
+export LD_LIBRARY_PATH="$stage$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+step "installed library: soname, links, exports, pkg-config"
+version=$(pkg-config --modversion gil)
+IFS=. read -r major minor _ <<<"$version"
+if [ "$major" = 0 ]; then abi=$major.$minor; else abi=$major; fi
+real="$stage$libdir/libgil.so.$version"
+[ -f "$real" ] && [ ! -L "$real" ] || die "no $real"
+[ "$(readlink "$stage$libdir/libgil.so.$abi")" = "libgil.so.$version" ] || die "libgil.so.$abi does not point to libgil.so.$version"
+[ "$(readlink "$stage$libdir/libgil.so")" = "libgil.so.$version" ] || die "libgil.so does not point to libgil.so.$version"
+got=$(readelf -d "$real" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+[ "$got" = "libgil.so.$abi" ] || die "soname is '$got', expected libgil.so.$abi"
+others=$(nm -D --defined-only "$real" | awk '{print $3}' | grep -v '^gil_' || true)
+[ -z "$others" ] || die "libgil.so exports symbols other than gil_*: $(echo "$others" | head -5 | tr '\n' ' ')"
+pkg-config --libs gil | grep -q -- '-Wl,-rpath' && die "gil.pc has an rpath by default"
+[ "$(sed -n 's/^prefix=//p' "$stage$libdir/pkgconfig/gil.pc")" = "$prefix" ] || die "gil.pc's prefix is not $prefix"
+# Libs.private is install.sh's probe (an empty crate); the real crate must
+# need no more.
+real_libs=$(cargo rustc --quiet --release --locked -p gil-ffi --lib --crate-type staticlib \
+    --target-dir build/native-libs -- --print native-static-libs 2>&1 | sed -n 's/.*native-static-libs: //p' | tail -1)
+[ -n "$real_libs" ] || die "rustc printed no native-static-libs for gil-ffi"
+[ "$real_libs" = "$(sed -n 's/^Libs.private: //p' "$stage$libdir/pkgconfig/gil.pc")" ] ||
+    die "gil-ffi's native-static-libs ($real_libs) differ from gil.pc's Libs.private"
+echo "libgil.so.$version, soname libgil.so.$abi, $(nm -D --defined-only "$real" | wc -l) symbols, all gil_*"
 
 CFLAGS=(-std=c11 -Wall -Wextra -Werror -pedantic -g -O1 -pthread)
 src=crates/gil-ffi/tests/c/test_gil.c
@@ -50,6 +82,15 @@ GIL_TEST_SCALE=1 timeout 1200 valgrind --quiet --error-exitcode=99 --leak-check=
 step "embedding example: build against the installed library, both ways"
 make -s -C examples clean all PKG=gil
 make -s -C examples all PKG=gil-static OUT=tiny-interp-static
+readelf -d examples/tiny-interp | grep -q "NEEDED.*\[libgil.so.$abi\]" || die "tiny-interp does not need libgil.so.$abi"
+readelf -d examples/tiny-interp | grep -Eq "RPATH|RUNPATH" && die "tiny-interp has an rpath"
+readelf -d examples/tiny-interp-static | grep -q "libgil" && die "tiny-interp-static needs a shared libgil"
+# Linked statically with --export-dynamic (as CPython links python), the
+# program exports its own symbols but none of the Rust runtime's.
+# shellcheck disable=SC2046
+cc "${CFLAGS[@]}" -Wl,--export-dynamic "$src" -o "$out/test_gil_static_export" $(pkg-config --cflags --libs gil-static)
+leaked=$(nm -D --defined-only "$out/test_gil_static_export" | awk '{print $3}' | grep -E '^(_ZN|_R|rust_|__rust)' || true)
+[ -z "$leaked" ] || die "a static link exports Rust symbols: $(echo "$leaked" | head -3 | tr '\n' ' ')"
 examples/tiny-interp --policy classic --max-cpu 1 --seconds 0.3
 examples/tiny-interp-static --policy classic --max-cpu 0 --seconds 0.2
 if examples/tiny-interp --policy no-such-policy >/dev/null 2>&1; then

@@ -508,7 +508,9 @@ fn forced_for_starving_stays_io(preset: &str) -> Option<bool> {
     let n = forced.load(Ordering::SeqCst);
     let judged = if gil.counters().starvation_promotions > 0 && n != 0 {
         // Only the thread forced out is left.
-        for (_, h) in io.extract_if(.., |(m, _)| *m != n) {
+        let (others, kept): (Vec<_>, Vec<_>) = io.into_iter().partition(|(m, _)| *m != n);
+        io = kept;
+        for (_, h) in others {
             h.join().unwrap();
         }
         gil.acquire(cpu).unwrap();

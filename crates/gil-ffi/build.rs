@@ -8,7 +8,11 @@ fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         let major = std::env::var("CARGO_PKG_VERSION_MAJOR").expect("cargo sets CARGO_PKG_VERSION_MAJOR");
         let minor = std::env::var("CARGO_PKG_VERSION_MINOR").expect("cargo sets CARGO_PKG_VERSION_MINOR");
-        let abi = if major == "0" { format!("{major}.{minor}") } else { major };
+        let abi = if major == "0" {
+            format!("{major}.{minor}")
+        } else {
+            major
+        };
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libgil.so.{abi}");
     }
 }

@@ -25,6 +25,11 @@
 #                     the artifacts must be in the target directory
 #                     ($CARGO_TARGET_DIR or target/)
 #
+# Why not cargo-c itself: Debian 12's cargo-c (0.9.14) cannot read this
+# workspace (lock file version 4; tried 2026-11-24), and `cargo install
+# cargo-c` builds all of cargo from source on every fresh CI machine. The
+# layout, soname rule and .pc files here follow cargo-c's.
+#
 # Libs.private and the static .pc's system libraries are what
 # `rustc --print native-static-libs` reports for a static library on this
 # toolchain, probed with an empty crate (libgil links no native library of

@@ -48,6 +48,15 @@ grep -q 'cannot be combined with --disable-gil' "$scratch/configure.out" \
     || { cat "$scratch/configure.out" >&2; die "configure failed, but not with the expected message"; }
 echo "configure: $(grep 'error:' "$scratch/configure.out")"
 
+step "configure names what to install when the library is missing"
+mkdir "$scratch/missing"
+if (cd "$scratch/missing" && "$RUSTGIL_BUILD/configure" --with-rust-gil=/nowhere >configure.out 2>&1); then
+    die "configure accepted --with-rust-gil=/nowhere"
+fi
+grep -q 'no usable gil-static.pc.*scripts/install.sh' "$scratch/missing/configure.out" \
+    || { tail -5 "$scratch/missing/configure.out" >&2; die "configure failed, but not with the expected message"; }
+echo "configure: $(grep 'error:' "$scratch/missing/configure.out" | cut -c1-160)..."
+
 ignore=()
 if grep -qv '^\s*\(#\|$\)' cpython/known-failures.txt 2>/dev/null; then
     grep -v '^\s*\(#\|$\)' cpython/known-failures.txt | sed 's/[[:space:]].*//' >"$scratch/ignore"

@@ -35,10 +35,12 @@
 # toolchain, probed with an empty crate (libgil links no native library of
 # its own; scripts/c-tests.sh checks the probe against the real crate).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+self=$(realpath "$0")
+here=$PWD   # relative --prefix / --destdir are taken from here
+cd "$(dirname "$self")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-usage() { sed -n '/^# Usage:/,/CARGO_TARGET_DIR or target/p' "$0" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '/^# Usage:/,/CARGO_TARGET_DIR or target/p' "$self" | sed 's/^# \{0,1\}//' >&2; }
 die() { echo "install.sh: $*" >&2; exit 2; }
 
 prefix=${PREFIX:-}
@@ -61,26 +63,20 @@ while [ $# -gt 0 ]; do
         --rpath) rpath=1; shift ;;
         --build) build=1; shift ;;
         -h|--help) usage; exit 0 ;;
-        -*) usage; die "unknown option $1" ;;
+        -*) usage || true; die "unknown option $1" ;;
         *) positional+=("$1"); shift ;;
     esac
 done
 [ ${#positional[@]} -le 1 ] || die "one PREFIX at most, got: ${positional[*]}"
 [ ${#positional[@]} -eq 0 ] || prefix=${positional[0]}
 prefix=${prefix:-/usr/local}
-if [ "${prefix#/}" = "$prefix" ]; then
-    # A relative prefix is taken from the current directory, made absolute
-    # (the .pc files must name an absolute path).
-    mkdir -p "$prefix"
-    prefix=$(cd "$prefix" && pwd)
-fi
+# A relative prefix or destdir is taken from the directory install.sh was
+# started in, made absolute (the .pc files must name an absolute path).
+case $prefix in /*) ;; *) prefix=$here/$prefix ;; esac
 prefix=${prefix%/}
 case $libdir in "") libdir=$prefix/lib ;; /*) ;; *) libdir=$prefix/$libdir ;; esac
 case $includedir in "") includedir=$prefix/include ;; /*) ;; *) includedir=$prefix/$includedir ;; esac
-if [ -n "$destdir" ] && [ "${destdir#/}" = "$destdir" ]; then
-    mkdir -p "$destdir"
-    destdir=$(cd "$destdir" && pwd)
-fi
+case $destdir in "" | /*) ;; *) destdir=$here/$destdir ;; esac
 destdir=${destdir%/}
 
 version=$(sed -n 's/^#define GIL_VERSION "\(.*\)"$/\1/p' include/gil.h)
@@ -97,15 +93,20 @@ fi
 target=${CARGO_TARGET_DIR:-target}/release
 for f in libgil.a libgil.so; do
     [ -f "$target/$f" ] || die "$target/$f is missing: build it first (cargo build --release -p gil-ffi) or pass --build"
+    newer=$(find Cargo.toml Cargo.lock crates/gil-core crates/gil-ffi -newer "$target/$f" -type f \
+        \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) -print -quit)
+    [ -z "$newer" ] || die "$target/$f is older than $newer: rebuild it (cargo build --release -p gil-ffi) or pass --build"
 done
-got=$(readelf -d "$target/libgil.so" 2>/dev/null | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+command -v readelf >/dev/null || die "readelf not found (Debian: apt-get install binutils)"
+got=$(readelf -d "$target/libgil.so" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
 [ "$got" = "$soname" ] || die "$target/libgil.so has soname '${got:-none}', expected $soname: rebuild it (cargo build --release -p gil-ffi)"
 
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 : > "$probe/empty.rs"
-native_libs=$(rustc --crate-type staticlib --crate-name probe --edition 2021 --print native-static-libs \
-    -o "$probe/libprobe.a" "$probe/empty.rs" 2>&1 | sed -n 's/.*native-static-libs: //p' | tail -1)
+probe_out=$(rustc --crate-type staticlib --crate-name probe --edition 2021 --print native-static-libs \
+    -o "$probe/libprobe.a" "$probe/empty.rs" 2>&1) || die "rustc could not build the probe for native-static-libs: $probe_out"
+native_libs=$(sed -n 's/.*native-static-libs: //p' <<<"$probe_out" | tail -1)
 [ -n "$native_libs" ] || die "rustc --print native-static-libs printed nothing"
 
 echo "install: $real (soname $soname) into ${destdir}$libdir, gil.h into ${destdir}$includedir"
@@ -116,8 +117,8 @@ ln -sfn "$real" "$destdir$libdir/$soname"
 ln -sfn "$real" "$destdir$libdir/libgil.so"
 install -m 644 include/gil.h "$destdir$includedir/gil.h"
 
-# The .pc files say ${prefix} where they can, so that a relocated tree can
-# be used with pkg-config --define-prefix.
+# The .pc files say ${prefix} where they can, so that pkg-config's
+# --define-variable=prefix=DIR can point them at a relocated tree.
 pcpath() { case $1 in "$prefix") echo '${prefix}' ;; "$prefix"/*) echo "\${prefix}${1#"$prefix"}" ;; *) echo "$1" ;; esac; }
 rpath_flag=""
 [ $rpath = 0 ] || rpath_flag=" -Wl,-rpath,\${libdir}"
@@ -144,4 +145,8 @@ Version: $version
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -l:libgil.a -Wl,--exclude-libs,libgil.a $native_libs
 PC
-echo "install: done. Build with: cc app.c \$(PKG_CONFIG_PATH=${destdir}$libdir/pkgconfig pkg-config --cflags --libs gil)"
+if [ -n "$destdir" ]; then
+    echo "install: done. Build against the staged tree with: cc app.c \$(PKG_CONFIG_PATH=${destdir}$libdir/pkgconfig PKG_CONFIG_SYSROOT_DIR=$destdir pkg-config --cflags --libs gil)"
+else
+    echo "install: done. Build with: cc app.c \$(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs gil)"
+fi

@@ -48,7 +48,9 @@ real="$stage$libdir/libgil.so.$version"
 [ "$(readlink "$stage$libdir/libgil.so")" = "libgil.so.$version" ] || die "libgil.so does not point to libgil.so.$version"
 got=$(readelf -d "$real" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
 [ "$got" = "libgil.so.$abi" ] || die "soname is '$got', expected libgil.so.$abi"
-others=$(nm -D --defined-only "$real" | awk '{print $3}' | grep -v '^gil_' || true)
+syms=$(nm -D --defined-only "$real") || die "nm failed on $real"
+[ -n "$syms" ] || die "nm found no exported symbol in $real"
+others=$(awk '{print $3}' <<<"$syms" | grep -v '^gil_' || [ $? = 1 ])
 [ -z "$others" ] || die "libgil.so exports symbols other than gil_*: $(echo "$others" | head -5 | tr '\n' ' ')"
 pkg-config --libs gil | grep -q -- '-Wl,-rpath' && die "gil.pc has an rpath by default"
 [ "$(sed -n 's/^prefix=//p' "$stage$libdir/pkgconfig/gil.pc")" = "$prefix" ] || die "gil.pc's prefix is not $prefix"
@@ -89,7 +91,9 @@ readelf -d examples/tiny-interp-static | grep -q "libgil" && die "tiny-interp-st
 # program exports its own symbols but none of the Rust runtime's.
 # shellcheck disable=SC2046
 cc "${CFLAGS[@]}" -Wl,--export-dynamic "$src" -o "$out/test_gil_static_export" $(pkg-config --cflags --libs gil-static)
-leaked=$(nm -D --defined-only "$out/test_gil_static_export" | awk '{print $3}' | grep -E '^(_ZN|_R|rust_|__rust)' || true)
+syms=$(nm -D --defined-only "$out/test_gil_static_export") || die "nm failed on test_gil_static_export"
+grep -q ' main$' <<<"$syms" || die "test_gil_static_export exports no main: not linked with --export-dynamic?"
+leaked=$(awk '{print $3}' <<<"$syms" | grep -E '^(_ZN|_R|rust_|__rust)' || [ $? = 1 ])
 [ -z "$leaked" ] || die "a static link exports Rust symbols: $(echo "$leaked" | head -3 | tr '\n' ' ')"
 examples/tiny-interp --policy classic --max-cpu 1 --seconds 0.3
 examples/tiny-interp-static --policy classic --max-cpu 0 --seconds 0.2

@@ -214,7 +214,9 @@ typedef struct {
 
 // I/O-class threads (last release voluntary) before CPU-class ones (last
 // release forced); an I/O-class waiter preempts a CPU-class holder at once;
-// a CPU-class waiter is served first after 10 switch intervals.
+// the CPU-class waiter that has waited longest is served first once the CPU
+// class has had no turn for 4 switch intervals, and keeps the lock for a
+// fifth of an interval.
 #define GIL_POLICY_PRIORITY 1
 
 // Around a blocking call. If a drop request is pending, it is answered like

@@ -8,7 +8,9 @@ pub type gil_policy_t = u32;
 pub const GIL_POLICY_CLASSIC: gil_policy_t = 0;
 /// I/O-class threads (last release voluntary) before CPU-class ones (last
 /// release forced); an I/O-class waiter preempts a CPU-class holder at once;
-/// a CPU-class waiter is served first after 10 switch intervals.
+/// the CPU-class waiter that has waited longest is served first once the CPU
+/// class has had no turn for 4 switch intervals, and keeps the lock for a
+/// fifth of an interval.
 pub const GIL_POLICY_PRIORITY: gil_policy_t = 1;
 
 /// Default switch interval, in microseconds (CPython's 5 ms).

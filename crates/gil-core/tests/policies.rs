@@ -657,7 +657,7 @@ fn woken_cpu_waiter_served(preset: &str) -> (bool, gil_core::Counters) {
 /// STARVATION_INTERVALS and a fifth (5 %; 14-22 % measured, as the flood
 /// leaves the lock free at times); without the slice, for the few
 /// microseconds it takes to notice a drop request at each turn (1.5 %
-/// measured). The assertion asks for 4 %: a share, whatever the machine's
+/// measured). The assertion asks for 3 %: a share, whatever the machine's
 /// speed.
 #[test]
 fn priority_a_starved_cpu_thread_gets_a_slice() {
@@ -665,7 +665,7 @@ fn priority_a_starved_cpu_thread_gets_a_slice() {
     for preset in ["priority", "priority-lazy", "priority-monitor", "priority-lazy-monitor"] {
         let run = cpu_threads_beside_io_flood(preset, 1);
         assert!(
-            run.share >= 0.04,
+            run.share >= 0.03,
             "{preset}: the CPU-bound thread held the lock {:.2} % of the time",
             run.share * 100.0
         );

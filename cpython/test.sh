@@ -50,7 +50,8 @@ echo "configure: $(grep 'error:' "$scratch/configure.out")"
 
 step "configure names what to install when the library is missing"
 mkdir "$scratch/missing"
-if (cd "$scratch/missing" && "$RUSTGIL_BUILD/configure" --with-rust-gil=/nowhere >configure.out 2>&1); then
+if (cd "$scratch/missing" && env -u RUST_GIL_CFLAGS -u RUST_GIL_LIBS \
+        "$RUSTGIL_BUILD/configure" --with-rust-gil=/nowhere >configure.out 2>&1); then
     die "configure accepted --with-rust-gil=/nowhere"
 fi
 grep -q 'no usable gil-static.pc.*scripts/install.sh' "$scratch/missing/configure.out" \

@@ -22,6 +22,8 @@ pub enum GilError {
     InvalidLazyThreshold(u64),
     /// A spin limit above `MAX_SPIN_US` microseconds.
     InvalidSpin(u64),
+    /// A bound on laps above `MAX_LAPS`.
+    InvalidLaps(u32),
     /// `close` of a lock that is held or awaited.
     Busy,
     /// `acquire_or_abort` gave up because its abort check said so.
@@ -52,6 +54,9 @@ impl fmt::Display for GilError {
                 "spin limit of {us} µs is out of range (0..={} µs)",
                 crate::MAX_SPIN_US
             ),
+            GilError::InvalidLaps(laps) => {
+                write!(f, "bound on laps of {laps} is out of range (0..={})", crate::MAX_LAPS)
+            }
             GilError::Busy => f.write_str("the lock is held or awaited"),
             GilError::Aborted => f.write_str("the wait for the lock was aborted by the caller's check"),
             GilError::Reentrant => f.write_str(

@@ -71,7 +71,9 @@
 //!   first starving one, else under the priority policy the first I/O-class
 //!   one). A running thread may take the free lock before it, but once it
 //!   has been overtaken for a whole switch interval the lock is handed to
-//!   it. Not under `classic` without the monitor, which
+//!   it; with [`GilConfig::laps`], a thread that has taken the lock that
+//!   many times since it joined the line waits behind it. Not under
+//!   `classic` without the monitor, which
 //!   keeps CPython's rule: whoever gets there first.
 //! * A bounded spin ([`GilConfig::spin_us`]): a waiter that has just asked
 //!   the holder to drop watches the lock word for a few microseconds before
@@ -128,6 +130,7 @@ mod config;
 mod error;
 pub mod events;
 mod gil;
+mod laps;
 mod policy;
 mod reason;
 mod stats;
@@ -137,7 +140,8 @@ pub mod trace;
 
 pub use config::{
     DropRequestCallback, GilConfig, Policy, Settings, UnknownPolicy, UnknownPreset, DEFAULT_LAZY_RELEASE_US,
-    DEFAULT_SWITCH_INTERVAL_US, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, STARVATION_INTERVALS,
+    DEFAULT_SWITCH_INTERVAL_US, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, SERVER_LAPS,
+    STARVATION_INTERVALS,
 };
 pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind};

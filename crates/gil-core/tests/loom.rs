@@ -539,6 +539,59 @@ fn an_overdue_waiter_is_served_before_a_newcomer() {
 }
 
 #[test]
+fn a_running_thread_overtakes_a_waiter_at_most_its_laps() {
+    // With a bound of SERVER_LAPS laps: H holds; W queues. H lets go
+    // around a call and asks again at once, SERVER_LAPS + 1 times; each
+    // time it is running when the lock comes free and W has to wake, so H
+    // may take it first, but no more than SERVER_LAPS times after W
+    // joined: then it waits its turn behind W. The clock never ticks, so
+    // the hand-off bound (a switch interval) never frees W. Monitored and
+    // plain.
+    let laps = gil_core::SERVER_LAPS;
+    for config in [
+        monitored().laps(laps),
+        GilConfig::new().policy(gil_core::Policy::Priority).laps(laps),
+    ] {
+        loom::model(move || {
+            let gil = Arc::new(Gil::new(config.clone()).unwrap());
+            let queued = std::sync::Arc::new(AtomicBool::new(false));
+            let q = queued.clone();
+            gil.set_event_hook(Some(std::sync::Arc::new(move |e: &gil_core::Event| {
+                if e.kind == gil_core::EventKind::WaitStart && e.token == tok(2) {
+                    q.store(true, SeqCst);
+                }
+            })))
+            .expect("not inside a hook");
+            let order = std::sync::Arc::new(StdMutex::new(Vec::new()));
+            gil.acquire(tok(1)).unwrap();
+            let w = {
+                let (gil, order) = (gil.clone(), order.clone());
+                thread::spawn(move || {
+                    gil.acquire(tok(2)).unwrap();
+                    order.lock().unwrap().push(2);
+                    gil.release(tok(2), ReleaseReason::Final).unwrap();
+                })
+            };
+            while !queued.load(SeqCst) {
+                thread::yield_now();
+            }
+            for _ in 0..=laps {
+                gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+                gil.acquire(tok(1)).unwrap();
+                order.lock().unwrap().push(1);
+            }
+            gil.release(tok(1), ReleaseReason::Final).unwrap();
+            w.join().unwrap();
+            let order = order.lock().unwrap();
+            let before_w = order.iter().take_while(|&&t| t == 1).count();
+            assert!(before_w <= laps as usize, "H overtook W {before_w} times: {order:?}");
+            gil.set_event_hook(None).expect("not inside a hook");
+            assert!(gil.is_idle());
+        });
+    }
+}
+
+#[test]
 fn monitor_look_vs_release() {
     // H holds, looks at the flag twice, then lets go: forced if asked,
     // voluntary otherwise. W waits; the clock (the monitor) ticks once, at

@@ -117,6 +117,64 @@ fn presets_are_what_they_say() {
         Gil::new(GilConfig::new().lazy_release_us(Some(u64::MAX))).err(),
         Some(GilError::InvalidLazyThreshold(u64::MAX))
     );
+    assert_eq!(Gil::new(GilConfig::new().laps(3)).unwrap().laps(), 3);
+    assert_eq!(Gil::new(GilConfig::new()).unwrap().laps(), 0, "no bound by default");
+    assert_eq!(
+        Gil::new(GilConfig::new().laps(gil_core::MAX_LAPS + 1)).err(),
+        Some(GilError::InvalidLaps(gil_core::MAX_LAPS + 1))
+    );
+}
+
+/// With a bound on laps, a thread that lets go around short calls and
+/// asks again at once takes the lock at most that many times while another
+/// thread waits in line, then waits its turn; the switch interval is a
+/// minute, so the one-interval hand-off bound never serves the waiter.
+#[test]
+fn a_thread_retaking_the_lock_laps_a_waiter_at_most_its_bound() {
+    let _serial = one_at_a_time();
+    for preset in ["priority", "priority-monitor", "monitor"] {
+        let laps = gil_core::SERVER_LAPS;
+        let config = GilConfig::preset(preset)
+            .unwrap()
+            .switch_interval_us(60_000_000)
+            .laps(laps);
+        let gil = Arc::new(Gil::new(config).unwrap());
+        let (h, w) = (tok(1), tok(2));
+        let waiting = Arc::new(AtomicBool::new(false));
+        let seen = waiting.clone();
+        gil.set_event_hook(Some(Arc::new(move |e: &gil_core::Event| {
+            if e.kind == gil_core::EventKind::WaitStart && e.token == tok(2) {
+                seen.store(true, Ordering::SeqCst);
+            }
+        })))
+        .unwrap();
+        gil.acquire(h).unwrap();
+        let retakes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let waiter = {
+            let (gil, retakes) = (gil.clone(), retakes.clone());
+            thread::spawn(move || {
+                gil.acquire(w).unwrap();
+                let before = retakes.load(Ordering::SeqCst);
+                gil.release(w, ReleaseReason::Final).unwrap();
+                before
+            })
+        };
+        while !waiting.load(Ordering::SeqCst) {
+            thread::yield_now();
+        }
+        for _ in 0..1000 {
+            gil.release(h, ReleaseReason::Voluntary).unwrap();
+            gil.acquire(h).unwrap();
+            retakes.fetch_add(1, Ordering::SeqCst);
+        }
+        gil.release(h, ReleaseReason::Final).unwrap();
+        let before = waiter.join().unwrap();
+        assert!(
+            before <= laps as usize,
+            "{preset}: the holder took the lock {before} times past a waiter (bound {laps})"
+        );
+        gil.set_event_hook(None).unwrap();
+    }
 }
 
 /// With a 60 s interval, a classic waiter would wait a minute before asking;

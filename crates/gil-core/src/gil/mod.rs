@@ -42,7 +42,8 @@ use self::room::Slow;
 use self::word::{Hot, INSTR, LOCKED, SYSCALL, WAITERS};
 use crate::class::{self, ThreadClass};
 use crate::config::{
-    check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback, DEFAULT_SWITCH_INTERVAL_US,
+    check_laps, check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback,
+    DEFAULT_SWITCH_INTERVAL_US,
 };
 use crate::events::HookSlot;
 use crate::policy;
@@ -116,6 +117,8 @@ struct Inner {
     monitor: bool,
     /// How long a waiter that just asked for a drop spins before sleeping.
     spin: Option<Duration>,
+    /// The bound on laps (0: none), see `GilConfig::laps`.
+    laps: u32,
     on_drop_request: Option<DropRequestCallback>,
     /// Always a valid `Box<Slow>` from `Box::into_raw`; freed only in `Drop`.
     slow: AtomicPtr<Slow>,
@@ -130,12 +133,15 @@ impl Gil {
     /// Builds a free lock from `config`.
     ///
     /// # Errors
-    /// [`GilError::InvalidSwitchInterval`] or
-    /// [`GilError::InvalidLazyThreshold`] if a duration is out of range.
+    /// [`GilError::InvalidSwitchInterval`],
+    /// [`GilError::InvalidLazyThreshold`] or [`GilError::InvalidSpin`] if a
+    /// duration is out of range, [`GilError::InvalidLaps`] if the bound on
+    /// laps is.
     pub fn new(config: GilConfig) -> Result<Gil, GilError> {
         let interval = check_switch_interval(config.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US))?;
         let lazy = check_lazy_threshold(config.lazy_release_us)?;
         let spin = check_spin(config.spin_us)?;
+        let laps = check_laps(config.laps)?;
         Ok(Gil {
             inner: Arc::new(Inner {
                 hot: CachePadded::new(Hot::new()),
@@ -151,6 +157,7 @@ impl Gil {
                 lazy_release: lazy.map(Duration::from_micros),
                 monitor: config.monitor,
                 spin: (spin > 0).then(|| Duration::from_micros(spin)),
+                laps,
                 on_drop_request: config.on_drop_request,
                 slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
                 hook: HookSlot::new(),
@@ -222,7 +229,7 @@ impl Gil {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
         let class = self.class_of(token);
-        if !self.may_take_now(class, &mut room) || !self.try_lock_word() {
+        if !self.may_take_now(token, class, &mut room) || !self.try_lock_word() {
             return Ok(false);
         }
         self.took_over_under_mutex(token, class, false, slow, &mut room);
@@ -363,6 +370,7 @@ impl Gil {
             lazy_release_us: self.lazy_release_us(),
             monitor: self.inner.monitor,
             spin_us: self.spin_us(),
+            laps: self.inner.laps,
         }
     }
 
@@ -375,6 +383,11 @@ impl Gil {
     /// ([`GilConfig::monitor`]).
     pub fn uses_monitor(&self) -> bool {
         self.inner.monitor
+    }
+
+    /// The bound on laps (0: none), see [`GilConfig::laps`].
+    pub fn laps(&self) -> u32 {
+        self.inner.laps
     }
 
     /// The spin limit in microseconds (0: no spinning), see
@@ -567,6 +580,7 @@ impl std::fmt::Debug for Gil {
             .field("lazy_release_us", &self.lazy_release_us())
             .field("monitor", &self.inner.monitor)
             .field("spin_us", &self.spin_us())
+            .field("laps", &self.inner.laps)
             .field("switch_interval_us", &self.switch_interval_us())
             .field("holder", &self.holder())
             .field("drop_requested", &self.drop_requested())

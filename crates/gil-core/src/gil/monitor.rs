@@ -11,7 +11,8 @@
 //! A thread that is running when the lock comes free may take it first
 //! until the designee has been overtaken for a whole switch interval;
 //! from then on the lock is handed to the designee
-//! ([`policy::handoff_bound`]).
+//! ([`policy::handoff_bound`]). With a bound on laps, a thread may
+//! overtake it only so many times ([`policy::may_overtake`]).
 //!
 //! # Keeping time
 //!

@@ -17,6 +17,7 @@ use super::word::{IN_SLICE, LOCKED, WAITERS};
 use super::{bump, AbortCheck, Gil};
 use crate::class::{self, ThreadClass};
 use crate::events::{Event, EventKind};
+use crate::laps;
 use crate::policy::{self, Asked, Candidate, Census, Turn};
 use crate::reason::ReleaseReason;
 use crate::sync::{spin_while, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
@@ -87,6 +88,9 @@ pub(super) struct Queued {
     pub(super) since: Stamp,
     /// Past the starvation bound.
     pub(super) starving: bool,
+    /// The lock's acquisition count when it joined: who has overtaken it
+    /// since ([`policy::may_overtake`]).
+    joined_at: u64,
     /// Its last wait had a timeout (it keeps time, see `Gil::keeps_time`):
     /// it needs no wake-up to notice that the holder runs on.
     timed: bool,
@@ -181,6 +185,7 @@ impl Gil {
             class,
             since,
             starving: false,
+            joined_at: self.inner.hot.acquisitions.load(Relaxed),
             timed: false,
             cond: CondRef(cond),
         });
@@ -257,13 +262,19 @@ impl Gil {
 
     /// Whether a thread that is not waiting may take the free lock now
     /// (`try_acquire`).
-    pub(super) fn may_take_now(&self, class: ThreadClass, room: &mut WaitRoom) -> bool {
-        policy::may_take(self.inner.policy, room.census, class, false, self.turn(room, None))
+    pub(super) fn may_take_now(&self, token: Token, class: ThreadClass, room: &mut WaitRoom) -> bool {
+        policy::may_take(
+            self.inner.policy,
+            room.census,
+            class,
+            false,
+            self.turn(room, None, token),
+        )
     }
 
     /// Whether waiter `w` may take the free lock now.
     pub(super) fn may_take_queued(&self, room: &mut WaitRoom, w: &Waiter) -> bool {
-        let turn = self.turn(room, Some(w.ticket));
+        let turn = self.turn(room, Some(w.ticket), w.token);
         policy::may_take(self.inner.policy, room.census, w.class, w.starving, turn)
     }
 
@@ -313,19 +324,27 @@ impl Gil {
         policy::designee(self.inner.policy, room.census, room.queue.iter())
     }
 
-    /// Where the designee stands for the waiter with `ticket` (`None`: a
-    /// thread not queued). Also starts timing a new designee.
-    fn turn(&self, room: &mut WaitRoom, ticket: Option<u64>) -> Turn {
-        let Some((d, class)) = self.designee(room).map(|d| (d.ticket, d.class)) else {
+    /// Where the designee stands for `token`, the waiter with `ticket`
+    /// (`None`: a thread not queued). Also starts timing a new designee.
+    fn turn(&self, room: &mut WaitRoom, ticket: Option<u64>, token: Token) -> Turn {
+        let Some((d, class, joined_at)) = self.designee(room).map(|d| (d.ticket, d.class, d.joined_at)) else {
             return Turn::Open;
         };
         let since = first_seen(&mut room.head, d, &room.clock);
         if Some(d) == ticket {
             return Turn::Mine;
         }
-        match policy::handoff_bound(self.inner.policy, self.inner.monitor, self.interval()) {
-            Some(bound) if room.clock.passed(since, bound) => Turn::Reserved(class),
-            _ => Turn::Open,
+        let Some(bound) = policy::handoff_bound(self.inner.policy, self.inner.monitor, self.interval()) else {
+            return Turn::Open;
+        };
+        let lapped = self.inner.laps > 0 && {
+            let now = self.inner.hot.acquisitions.load(Relaxed);
+            !policy::may_overtake(laps::since(self.id(), token.get(), joined_at, now), self.inner.laps)
+        };
+        if lapped || room.clock.passed(since, bound) {
+            Turn::Reserved(class)
+        } else {
+            Turn::Open
         }
     }
 
@@ -436,6 +455,12 @@ impl Gil {
         self.inner.drop_request.store(false, Relaxed);
         room.asked = Asked::default();
         self.became_holder(token, class);
+        if self.inner.laps > 0
+            && policy::handoff_bound(self.inner.policy, self.inner.monitor, self.interval()).is_some()
+        {
+            let n = self.inner.hot.acquisitions.load(Relaxed);
+            laps::record(self.id(), token.get(), n);
+        }
         if class == ThreadClass::Cpu {
             room.cpu_served = Some(room.clock.now());
         }

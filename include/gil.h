@@ -36,6 +36,12 @@
 // Largest accepted `spin_us`, in microseconds (10 ms).
 #define GIL_MAX_SPIN_US 10000
 
+// Largest accepted `laps`.
+#define GIL_MAX_LAPS 16
+
+// The bound on `laps` that suits a thread-per-connection server.
+#define GIL_SERVER_LAPS 3
+
 // Number of buckets in each histogram of `gil_histograms_t`.
 #define GIL_HISTOGRAM_BUCKETS 64
 
@@ -136,6 +142,13 @@ typedef struct {
   // to drop watches the lock before it sleeps (at most 10000). Default:
   // 0, no spinning, as in CPython.
   uint32_t spin_us;
+  // Bounded laps (priority policy or monitor): a running thread may take
+  // the free lock before the first waiter in line only while it has
+  // taken it fewer than this many times since that waiter joined the
+  // line (at most `GIL_MAX_LAPS`; see gil-core's `GilConfig::laps` for
+  // what it costs). Default: 0, no bound. Added in 0.1; a caller built
+  // with an older header (smaller `struct_size`) gets the default.
+  uint32_t laps;
 } gil_config_t;
 
 // Called as `callback(user_data)` by `gil_acquire_or_abort` each time a
@@ -529,13 +542,22 @@ gil_result_t gil_get_monitor(const gil_t *gil,
 
 // `*name_out` = the name of the preset this lock's configuration is (a
 // static string, as `gil_preset_name` gives), leaving aside the switch
-// interval, spin limit and lazy-release threshold set on top of it; NULL
+// interval, spin limit, lazy-release threshold and bound on laps set on
+// top of it; NULL
 // for a combination that no preset names. Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `name_out` is NULL or writable.
 gil_result_t gil_get_preset(const gil_t *gil,
                             const char **name_out);
+
+// `*laps_out` = the lock's bound on laps (0: none; see `gil_config_t`).
+// Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `laps_out` is NULL or writable.
+gil_result_t gil_get_laps(const gil_t *gil,
+                          uint32_t *laps_out);
 
 // `*us_out` = the lock's spin limit in microseconds (0: no spinning). Any
 // thread.

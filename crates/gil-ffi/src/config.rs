@@ -19,6 +19,10 @@ pub const GIL_DEFAULT_SWITCH_INTERVAL_US: u64 = 5_000;
 pub const GIL_MAX_SWITCH_INTERVAL_US: u64 = 3_600_000_000;
 /// Largest accepted `spin_us`, in microseconds (10 ms).
 pub const GIL_MAX_SPIN_US: u64 = 10_000;
+/// Largest accepted `laps`.
+pub const GIL_MAX_LAPS: u32 = 16;
+/// The bound on `laps` that suits a thread-per-connection server.
+pub const GIL_SERVER_LAPS: u32 = 3;
 
 /// How to build a lock. Fill it with `gil_config_init`, then change fields.
 #[repr(C)]
@@ -50,6 +54,13 @@ pub struct gil_config_t {
     /// to drop watches the lock before it sleeps (at most 10000). Default:
     /// 0, no spinning, as in CPython.
     pub spin_us: u32,
+    /// Bounded laps (priority policy or monitor): a running thread may take
+    /// the free lock before the first waiter in line only while it has
+    /// taken it fewer than this many times since that waiter joined the
+    /// line (at most `GIL_MAX_LAPS`; see gil-core's `GilConfig::laps` for
+    /// what it costs). Default: 0, no bound. Added in 0.1; a caller built
+    /// with an older header (smaller `struct_size`) gets the default.
+    pub laps: u32,
 }
 
 impl gil_config_t {
@@ -66,6 +77,7 @@ impl gil_config_t {
             monitor: u32::from(settings.monitor),
             // A preset's spin is at most MAX_SPIN_US, which fits.
             spin_us: u32::try_from(settings.spin_us).unwrap_or(u32::MAX),
+            laps: settings.laps,
         }
     }
 }

@@ -90,6 +90,8 @@ mod tests {
         assert_eq!(GIL_DEFAULT_SWITCH_INTERVAL_US, gil_core::DEFAULT_SWITCH_INTERVAL_US);
         assert_eq!(GIL_MAX_SWITCH_INTERVAL_US, gil_core::MAX_SWITCH_INTERVAL_US);
         assert_eq!(GIL_MAX_SPIN_US, gil_core::MAX_SPIN_US);
+        assert_eq!(GIL_MAX_LAPS, gil_core::MAX_LAPS);
+        assert_eq!(GIL_SERVER_LAPS, gil_core::SERVER_LAPS);
         for &p in Policy::ALL {
             let raw = policy_to_raw(p);
             assert_eq!(policy_from_raw(raw), Ok(p), "policy {p} does not round-trip");
@@ -133,6 +135,7 @@ mod tests {
             assert_eq!(c.lazy_release_us, gil.lazy_release_us().unwrap_or(0), "{name}");
             assert_eq!(c.monitor != 0, gil.uses_monitor(), "{name}");
             assert_eq!(u64::from(c.spin_us), gil.spin_us(), "{name}");
+            assert_eq!(c.laps, gil.laps(), "{name}");
             assert_eq!(gil.settings(), GilConfig::preset(name).unwrap().settings(), "{name}");
         }
         let mut c = std::mem::MaybeUninit::<gil_config_t>::uninit();

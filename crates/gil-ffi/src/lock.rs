@@ -106,7 +106,8 @@ pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut
                 .policy(policy)
                 .lazy_release_us((c.lazy_release_us != 0).then_some(c.lazy_release_us))
                 .monitor(c.monitor != 0)
-                .spin_us(u64::from(c.spin_us));
+                .spin_us(u64::from(c.spin_us))
+                .laps(c.laps);
             if let Some(callback) = c.on_drop_request {
                 let cb = DropCallback {
                     callback,

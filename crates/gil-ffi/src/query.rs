@@ -174,7 +174,8 @@ pub unsafe extern "C" fn gil_get_monitor(gil: *const gil_t, monitor_out: *mut bo
 
 /// `*name_out` = the name of the preset this lock's configuration is (a
 /// static string, as `gil_preset_name` gives), leaving aside the switch
-/// interval, spin limit and lazy-release threshold set on top of it; NULL
+/// interval, spin limit, lazy-release threshold and bound on laps set on
+/// top of it; NULL
 /// for a combination that no preset names. Any thread.
 ///
 /// # Safety
@@ -191,6 +192,17 @@ pub unsafe extern "C" fn gil_get_preset(gil: *const gil_t, name_out: *mut *const
             index.map_or(ptr::null(), |i| gil_preset_name(i))
         })
     }
+}
+
+/// `*laps_out` = the lock's bound on laps (0: none; see `gil_config_t`).
+/// Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `laps_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_laps(gil: *const gil_t, laps_out: *mut u32) -> gil_result_t {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { read_into(gil, laps_out, |gil| gil.laps()) }
 }
 
 /// `*us_out` = the lock's spin limit in microseconds (0: no spinning). Any

@@ -79,7 +79,7 @@ impl gil_result_t {
             GIL_ERR_NULL_ARGUMENT => c"a required pointer argument was NULL",
             GIL_ERR_NOT_HOLDER => c"the calling token does not hold the lock",
             GIL_ERR_ALREADY_HELD => c"the calling token already holds the lock (it is not re-entrant)",
-            GIL_ERR_INVALID_CONFIG => c"invalid configuration (struct_size, policy or switch interval)",
+            GIL_ERR_INVALID_CONFIG => c"invalid configuration (struct_size, policy, a duration or the bound on laps)",
             GIL_ERR_BUSY => c"the lock is held or awaited",
             GIL_ERR_PANIC => c"internal error (a Rust panic was caught)",
             GIL_ERR_ABORTED => c"the wait for the lock was aborted by the caller's callback",
@@ -110,9 +110,10 @@ pub(crate) fn map_err(e: GilError) -> gil_result_t {
     match e {
         GilError::NotHolder => GIL_ERR_NOT_HOLDER,
         GilError::AlreadyHeld => GIL_ERR_ALREADY_HELD,
-        GilError::InvalidSwitchInterval(_) | GilError::InvalidLazyThreshold(_) | GilError::InvalidSpin(_) => {
-            GIL_ERR_INVALID_CONFIG
-        }
+        GilError::InvalidSwitchInterval(_)
+        | GilError::InvalidLazyThreshold(_)
+        | GilError::InvalidSpin(_)
+        | GilError::InvalidLaps(_) => GIL_ERR_INVALID_CONFIG,
         GilError::Busy => GIL_ERR_BUSY,
         GilError::Aborted => GIL_ERR_ABORTED,
         GilError::Reentrant => GIL_ERR_REENTRANT,

@@ -558,6 +558,17 @@ static void test_monitor_events_histograms(void) {
     uint64_t spin = 0;
     CHECK_RESULT(gil_get_spin(gil, &spin), GIL_OK);
     CHECK(spin == 20);
+    uint32_t laps = 99;
+    CHECK_RESULT(gil_get_laps(gil, &laps), GIL_OK);
+    CHECK(laps == 0); /* no bound unless asked */
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    gil = NULL;
+    config.laps = GIL_MAX_LAPS + 1;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_ERR_INVALID_CONFIG);
+    config.laps = GIL_SERVER_LAPS;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    CHECK_RESULT(gil_get_laps(gil, &laps), GIL_OK);
+    CHECK(laps == GIL_SERVER_LAPS);
     bool monitor = false;
     CHECK_RESULT(gil_get_monitor(gil, &monitor), GIL_OK);
     CHECK(monitor);

@@ -31,7 +31,7 @@ use gil_core::GilConfig;
 const USAGE: &str = "\
 usage: gil-bench [options]
        gil-bench --scale [--waiters LIST] [--seconds S] [--policies LIST]
-                 [--interval-us US] [--out DIR]
+                 [--interval-us US] [--laps N] [--out DIR]
 
 Runs I/O threads (64-byte round trips over a socket pair each, released
 around each write and read) beside 0..N CPU-bound threads on one lock, for
@@ -47,6 +47,8 @@ every policy, and prints I/O round trips/s, latency and CPU work/s.
                        between them (default 0)
   --policies LIST      presets, comma-separated, or 'all' (default all)
   --interval-us US     switch interval (default 5000, CPython's)
+  --laps N             bound on laps for every policy (GilConfig::laps;
+                       default 0: none; at most 16)
   --peer-delay-us US   the echo peer's think time (default 0: at once)
   --trace-ms MS        timeline window per policy (default 30; 0: no pictures)
   --trace-cpu N        CPU threads in the traced run (default 2; must be in --cpu);
@@ -70,6 +72,7 @@ struct Args {
     io_work: u32,
     policies: Vec<&'static str>,
     interval_us: u64,
+    laps: u32,
     peer_delay_us: u64,
     trace_ms: u64,
     trace_cpu: usize,
@@ -102,6 +105,7 @@ fn parse_args() -> Result<Args, String> {
         io_work: 0,
         policies: gil_core::PRESETS.to_vec(),
         interval_us: gil_core::DEFAULT_SWITCH_INTERVAL_US,
+        laps: 0,
         peer_delay_us: 0,
         trace_ms: 30,
         trace_cpu: 2,
@@ -163,6 +167,13 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--interval-us" => args.interval_us = number(value()?)?,
+            "--laps" => {
+                let n: u64 = number(value()?)?;
+                args.laps = u32::try_from(n)
+                    .ok()
+                    .filter(|&n| n <= gil_core::MAX_LAPS)
+                    .ok_or_else(|| format!("--laps {n}: at most {}", gil_core::MAX_LAPS))?;
+            }
             "--peer-delay-us" => args.peer_delay_us = number(value()?)?,
             "--trace-ms" => args.trace_ms = number(value()?)?,
             "--trace-cpu" => args.trace_cpu = number(value()?)? as usize,
@@ -235,10 +246,20 @@ fn main() -> ExitCode {
     }
 }
 
-fn config(policy: &str, interval_us: u64) -> Result<GilConfig, String> {
+fn config(policy: &str, args: &Args) -> Result<GilConfig, String> {
     Ok(GilConfig::preset(policy)
         .map_err(|e| e.to_string())?
-        .switch_interval_us(interval_us))
+        .switch_interval_us(args.interval_us)
+        .laps(args.laps))
+}
+
+/// The header's note of the bound on laps, if one is set.
+fn laps_note(args: &Args) -> String {
+    if args.laps > 0 {
+        format!("; at most {} laps past the first waiter", args.laps)
+    } else {
+        String::new()
+    }
 }
 
 fn write_report(args: &Args, name: &str, header: &str, table: &str, started: Instant) -> Result<(), String> {
@@ -275,8 +296,13 @@ fn sweep(args: &Args) -> Result<(), String> {
     };
     let header = format!(
         "{io_who} ({}-byte round trips over a socket pair, peer answers after {} µs{handling}) beside N \
-         CPU-bound threads (work units of ~1 µs); switch interval {} µs; {} s per run; {} CPUs.",
-        64, args.peer_delay_us, args.interval_us, args.seconds, cpus
+         CPU-bound threads (work units of ~1 µs); switch interval {} µs{}; {} s per run; {} CPUs.",
+        64,
+        args.peer_delay_us,
+        args.interval_us,
+        laps_note(args),
+        args.seconds,
+        cpus
     );
     println!("{header}\n");
     let mut table = String::new();
@@ -301,11 +327,7 @@ fn sweep(args: &Args) -> Result<(), String> {
         for (k, &io) in args.io_threads.iter().enumerate() {
             let mut unloaded: Option<f64> = None;
             for &n in &args.cpu {
-                let mut s = Scenario::new(
-                    config(policy, args.interval_us)?,
-                    n,
-                    Duration::from_secs_f64(args.seconds),
-                );
+                let mut s = Scenario::new(config(policy, args)?, n, Duration::from_secs_f64(args.seconds));
                 s.io_threads = io;
                 s.io_work = args.io_work;
                 s.peer_delay = Duration::from_micros(args.peer_delay_us);
@@ -375,10 +397,13 @@ fn scale_sweep(args: &Args) -> Result<(), String> {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let header = format!(
         "Scale sweep: 1 + N threads contend for one lock (each takes it, does one ~1 µs work unit, releases \
-         voluntarily, takes it again), N waiting; switch interval {} µs; {} s measured per cell after a warm-up; \
-         {} CPUs. A hand-off is an acquisition by another thread than the last holder; wake-ups are the \
-         process's voluntary context switches, all = voluntary + involuntary (getrusage).",
-        args.interval_us, args.seconds, cpus
+         voluntarily, takes it again), N waiting; switch interval {} µs{}; {} s measured per cell after a \
+         warm-up; {} CPUs. A hand-off is an acquisition by another thread than the last holder; wake-ups are \
+         the process's voluntary context switches, all = voluntary + involuntary (getrusage).",
+        args.interval_us,
+        laps_note(args),
+        args.seconds,
+        cpus
     );
     println!("{header}\n");
     let mut table = String::new();
@@ -392,11 +417,7 @@ fn scale_sweep(args: &Args) -> Result<(), String> {
     let started = Instant::now();
     for &policy in &args.policies {
         for &n in &args.waiters {
-            let cell = ScaleCell::new(
-                config(policy, args.interval_us)?,
-                n,
-                Duration::from_secs_f64(args.seconds),
-            );
+            let cell = ScaleCell::new(config(policy, args)?, n, Duration::from_secs_f64(args.seconds));
             let o = scale::run(&cell).map_err(|e| format!("{policy} with {n} waiting threads: {e}"))?;
             let per = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
             let share = if o.acquisitions > 0 {

@@ -52,6 +52,7 @@ class RustGilSmoke(unittest.TestCase):
         self.assertEqual(_rustgil.lazy_release() > 0, "lazy" in EXPECTED_POLICY)
         self.assertEqual(_rustgil.monitor(), EXPECTED_POLICY.endswith("monitor"))
         self.assertEqual(_rustgil.spin(), 0.0)
+        self.assertEqual(_rustgil.laps(), 0)
 
     def test_counters_move_when_threads_contend(self):
         before = _rustgil.counters()
@@ -263,10 +264,13 @@ class RustGilSmoke(unittest.TestCase):
         self.assertIn(message, r.stderr, value)
 
     def test_environment_options_tune_the_policy(self):
-        code = "import _rustgil as g; print(g.policy(), round(g.lazy_release() * 1e6), round(g.spin() * 1e6))"
-        for value, expected in [("priority-lazy,lazy_us=30,spin_us=20", "priority-lazy 30 20"),
-                                ("priority-lazy,spin_us=20,lazy_us=30", "priority-lazy 30 20"),
-                                ("priority,spin_us=0", "priority 0 0")]:
+        code = ("import _rustgil as g; "
+                "print(g.policy(), round(g.lazy_release() * 1e6), round(g.spin() * 1e6), g.laps())")
+        for value, expected in [("priority-lazy,lazy_us=30,spin_us=20", "priority-lazy 30 20 0"),
+                                ("priority-lazy,spin_us=20,lazy_us=30", "priority-lazy 30 20 0"),
+                                ("priority,spin_us=0", "priority 0 0 0"),
+                                ("priority,laps=3", "priority 0 0 3"),
+                                ("monitor,laps=16", "monitor 0 0 16")]:
             r = self.run_python(code, PYTHONRUSTGIL=value)
             self.assertEqual((r.returncode, r.stdout.strip()), (0, expected), r.stderr)
         for bad, message in [
@@ -280,6 +284,11 @@ class RustGilSmoke(unittest.TestCase):
             ("priority,spin", "'spin' is not KEY=VALUE"),
             ("priority,fast=1", "unknown option 'fast'"),
             ("priority, spin_us=5", "unknown option ' spin_us'"),
+            ("priority,laps=17", "laps must be a number from 0 to 16, not '17'"),
+            ("priority,laps=x", "laps must be a number from 0 to 16, not 'x'"),
+            ("classic,laps=3", "laps needs a policy that bounds overtaking"),
+            ("lazy,laps=3", "laps needs a policy that bounds overtaking"),
+            ("priority,laps=3,laps=3", "laps is given twice"),
         ]:
             self.assertStartupError(bad, message)
 

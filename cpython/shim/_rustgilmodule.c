@@ -12,6 +12,7 @@
  *   _rustgil.lazy_release()    the lazy-release threshold in seconds, 0.0
  *                              when off
  *   _rustgil.spin()            the bounded spin in seconds, 0.0 when off
+ *   _rustgil.laps()            the bound on laps (int), 0 when off
  *   _rustgil.monitor()         whether the monitor thread keeps the time
  *   _rustgil.monitor_wakeups() how often the process's monitor thread woke up
  *   _rustgil.switch_interval() the switch interval the lock works with, in
@@ -153,6 +154,21 @@ rustgil_spin(PyObject *module, PyObject *Py_UNUSED(ignored))
         return lock_error("gil_get_spin", r);
     }
     return PyFloat_FromDouble((double)us / 1e6);
+}
+
+static PyObject *
+rustgil_laps(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    uint32_t laps;
+    gil_result_t r = gil_get_laps(lock, &laps);
+    if (r != GIL_OK) {
+        return lock_error("gil_get_laps", r);
+    }
+    return PyLong_FromUnsignedLong(laps);
 }
 
 static PyObject *
@@ -477,6 +493,9 @@ static PyMethodDef rustgil_methods[] = {
      "presets()\n--\n\nThe policy names PYTHONRUSTGIL accepts."},
     {"spin", rustgil_spin, METH_NOARGS,
      "spin()\n--\n\nThe bounded spin before sleeping, in seconds (0.0: off)."},
+    {"laps", rustgil_laps, METH_NOARGS,
+     "laps()\n--\n\nHow many times a running thread may take the lock past the first waiter\n"
+     "in line (PYTHONRUSTGIL=...,laps=N); 0: no bound."},
     {"monitor", rustgil_monitor, METH_NOARGS,
      "monitor()\n--\n\nWhether the process's monitor thread keeps this GIL's time."},
     {"monitor_wakeups", rustgil_monitor_wakeups, METH_NOARGS,

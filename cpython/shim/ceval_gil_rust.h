@@ -32,7 +32,7 @@
  *   - the policy is the library preset named by PYTHONRUSTGIL (classic,
  *     priority, lazy, priority-lazy, monitor, priority-monitor,
  *     priority-lazy-monitor), optionally followed by tuning options:
- *     PYTHONRUSTGIL=priority-lazy,lazy_us=30,spin_us=20 (the strict grammar
+ *     PYTHONRUSTGIL=priority-lazy,lazy_us=30,spin_us=20,laps=3 (the strict grammar
  *     is at rustgil_parse_config). Read once, when the main interpreter
  *     creates its GIL; ignored under -E / -I, like PYTHONMALLOC. Anything
  *     malformed ends start-up as a bad PYTHONMALLOC does (a message, exit
@@ -168,15 +168,15 @@ rustgil_parse_us(const char *text, size_t len, uint64_t max, uint64_t *out)
     return 0;
 }
 
-#define RUSTGIL_KEYS "keys: lazy_us, spin_us"
+#define RUSTGIL_KEYS "keys: lazy_us, spin_us, laps"
 
 /* Parses PYTHONRUSTGIL's value into *config. The grammar is strict:
 
        VALUE  = PRESET *( "," OPTION )
-       OPTION = KEY "=" DIGITS          KEY: lazy_us | spin_us, each at most once
+       OPTION = KEY "=" DIGITS          KEY: lazy_us | spin_us | laps, each at most once
 
    PRESET is one of the library's preset names; DIGITS a decimal number of
-   microseconds. No spaces; an empty PRESET, an empty option (",," or a
+   microseconds (laps: a count). No spaces; an empty PRESET, an empty option (",," or a
    trailing ","), an empty key or value, an unknown key and a key given
    twice are errors, so a typo never silently leaves a default in force.
    On error returns -1 with the reason in why. */
@@ -203,7 +203,7 @@ rustgil_parse_config(const char *text, gil_config_t *config, char *why, size_t w
         snprintf(why, why_size, "unknown GIL policy '%s' (known: %s)", shown, known);
         return -1;
     }
-    int seen_lazy = 0, seen_spin = 0;
+    int seen_lazy = 0, seen_spin = 0, seen_laps = 0;
     const char *p = text + preset_len;
     while (*p == ',') {
         const char *option = p + 1;
@@ -258,6 +258,23 @@ rustgil_parse_config(const char *text, gil_config_t *config, char *why, size_t w
                 return -1;
             }
             config->spin_us = (uint32_t)us;
+        }
+        else if (key_len == 4 && memcmp(option, "laps", 4) == 0) {
+            if (seen_laps++) {
+                snprintf(why, why_size, "laps is given twice");
+                return -1;
+            }
+            if (config->policy == GIL_POLICY_CLASSIC && !config->monitor) {
+                snprintf(why, why_size, "laps needs a policy that bounds overtaking "
+                         "(a priority or monitor preset; classic keeps CPython's rule)");
+                return -1;
+            }
+            if (rustgil_parse_us(value, value_len, GIL_MAX_LAPS, &us) < 0) {
+                snprintf(why, why_size, "laps must be a number from 0 to %u, not '%s'",
+                         (unsigned)GIL_MAX_LAPS, shown_value);
+                return -1;
+            }
+            config->laps = (uint32_t)us;
         }
         else {
             rustgil_escape(shown, sizeof shown, option, key_len);

@@ -368,7 +368,7 @@ impl GilConfig {
     /// the p99 at 2-2.9x the p50 (87-1100x without) at 0.90-1.00x the
     /// round trips; in the HTTP server with 50-200 connections (where the
     /// requests in flight make the line long, but nobody laps anyone for
-    /// long) it cut the p99 by 9-24 % and cost up to 17 % of the
+    /// long) it cut the p99 by up to 24 % and cost up to 19 % of the
     /// requests/s
     /// (`docs/simulator.md`, table 3e; `docs/servers.md`), which is why it
     /// is not on by default.

@@ -202,11 +202,10 @@ pub struct Settings {
 
 impl Settings {
     /// The name of the preset ([`PRESETS`]) these settings are, leaving
-    /// the switch interval, the spin limit and the lazy-release threshold
-    /// aside, and the bound on laps (they can be set on top of any
-    /// preset); `None` for a
-    /// combination no preset names (classic with lazy release and the
-    /// monitor).
+    /// the switch interval, the spin limit, the lazy-release threshold and
+    /// the bound on laps aside (they can be set on top of any preset);
+    /// `None` for a combination no preset names (classic with lazy release
+    /// and the monitor).
     pub fn preset(&self) -> Option<&'static str> {
         PRESETS.iter().copied().find(|name| {
             let p = GilConfig::preset(name).map(|c| c.settings());
@@ -369,9 +368,8 @@ impl GilConfig {
     /// round trips; in the HTTP server with 50-200 connections (where the
     /// requests in flight make the line long, but nobody laps anyone for
     /// long) it cut the p99 by up to 24 % and cost up to 19 % of the
-    /// requests/s
-    /// (`docs/simulator.md`, table 3e; `docs/servers.md`), which is why it
-    /// is not on by default.
+    /// requests/s (`docs/simulator.md`, table 3e; `docs/servers.md`), which
+    /// is why it is not on by default.
     pub fn laps(mut self, laps: u32) -> Self {
         self.laps = laps;
         self

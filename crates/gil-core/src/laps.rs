@@ -2,7 +2,8 @@
 //! ([`crate::GilConfig::laps`], [`crate::policy::may_overtake`]): the
 //! lock's acquisition numbers of this thread's last [`MAX_LAPS`]
 //! acquisitions through the waiting room (recorded only on locks with a
-//! bound).
+//! bound, where a lock whose policy ignores the bound records them
+//! unread: one thread-local write per contended acquisition).
 //!
 //! Like a thread's class (`class.rs`), this is remembered per OS thread,
 //! keyed by lock and token: nothing is stored in the lock per token, and

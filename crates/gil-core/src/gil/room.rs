@@ -455,11 +455,8 @@ impl Gil {
         self.inner.drop_request.store(false, Relaxed);
         room.asked = Asked::default();
         self.became_holder(token, class);
-        if self.inner.laps > 0
-            && policy::handoff_bound(self.inner.policy, self.inner.monitor, self.interval()).is_some()
-        {
-            let n = self.inner.hot.acquisitions.load(Relaxed);
-            laps::record(self.id(), token.get(), n);
+        if self.inner.laps > 0 {
+            laps::record(self.id(), token.get(), self.inner.hot.acquisitions.load(Relaxed));
         }
         if class == ThreadClass::Cpu {
             room.cpu_served = Some(room.clock.now());

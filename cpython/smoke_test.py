@@ -1,7 +1,7 @@
 """Smoke test of an interpreter built --with-rust-gil. Run it with that
 interpreter, under a policy:
 
-    PYTHONRUSTGIL=P RUSTGIL_EXPECTED_POLICY=P $RUSTGIL_PYTHON cpython/smoke_test.py
+    PYTHON_RUST_GIL=P RUSTGIL_EXPECTED_POLICY=P $RUSTGIL_PYTHON cpython/smoke_test.py
 
 (both unset: the default policy). With STOCK_PYTHON set to a stock CPython
 3.13 it also compares sys.setswitchinterval with that interpreter's.
@@ -9,9 +9,10 @@ interpreter, under a policy:
 Checks that the GIL really is the library's, wired the way the shim says:
 _rustgil reports it, its counters move when threads contend, drop requests
 reach the holder, the switch interval goes through and is kept as stock
-keeps it, PYTHONRUSTGIL selects the policy and its options (anything
-malformed is a start-up error with exit status 1, the value echoed
-escaped), stats and histograms move, traces are written as Chrome JSON and
+keeps it, -X rust_gil, PYTHON_RUST_GIL (or its old name PYTHONRUSTGIL) and
+the build's default select the policy and its options, in that order
+(anything malformed is a start-up error with exit status 1, the value
+echoed escaped), sysconfig reports the build's default, stats and histograms move, traces are written as Chrome JSON and
 SVG, the monitor thread (under the monitor presets) works and sleeps when
 idle, a sub-interpreter with its own GIL gets its own lock (with the policy
 read at start-up), a fork child has a working lock and, forked from a
@@ -30,8 +31,10 @@ import unittest
 
 import _rustgil
 
-# What PYTHONRUSTGIL asked for; unset, the build's default.
+# What PYTHON_RUST_GIL asked for; unset, the build's default.
 EXPECTED_POLICY = os.environ.get("RUSTGIL_EXPECTED_POLICY", "priority")
+# The variables that name the policy: the current name and the earlier one.
+POLICY_VARIABLES = ("PYTHON_RUST_GIL", "PYTHONRUSTGIL")
 
 
 def spin(seconds):
@@ -235,29 +238,80 @@ class RustGilSmoke(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(runs[1].stdout, runs[0].stdout)
 
-    def run_python(self, code, **env):
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env={**os.environ, **env}, timeout=60)
+    def run_python(self, code, *options, **env):
+        """Runs code in a child of this interpreter, with python options
+        (e.g. -X rust_gil=...) and env on top of this process's environment
+        without its policy variables."""
+        base = {k: v for k, v in os.environ.items() if k not in POLICY_VARIABLES}
+        return subprocess.run([sys.executable, *options, "-c", code], capture_output=True, text=True,
+                              env={**base, **env}, timeout=60)
 
-    def test_default_policy_is_priority(self):
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONRUSTGIL"}
-        r = subprocess.run([sys.executable, "-c", "import _rustgil; print(_rustgil.policy())"],
-                           capture_output=True, text=True, env=env, timeout=60)
-        self.assertEqual((r.returncode, r.stdout.strip()), (0, "priority"), r.stderr)
+    def test_default_policy_is_the_builds(self):
+        import sysconfig
+        r = self.run_python("import _rustgil; print(_rustgil.policy())")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        default = sysconfig.get_config_var("RUST_GIL_DEFAULT_POLICY")
+        self.assertEqual(sysconfig.get_config_var("Py_RUST_GIL"), 1)
+        self.assertEqual(r.stdout.strip(), default.split(",")[0])
+        # cpython/build.sh builds with the default of --with-rust-gil-policy.
+        self.assertEqual(default, os.environ.get("RUSTGIL_BUILD_DEFAULT", "priority"))
 
     def test_environment_selects_the_policy(self):
         self.assertEqual(_rustgil.presets(),
                          ("classic", "priority", "lazy", "priority-lazy", "monitor", "priority-monitor",
                           "priority-lazy-monitor"))
         for name in _rustgil.presets():
-            r = self.run_python("import _rustgil; print(_rustgil.policy())", PYTHONRUSTGIL=name)
+            r = self.run_python("import _rustgil; print(_rustgil.policy())", PYTHON_RUST_GIL=name)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stdout.strip(), name)
 
+    def test_x_option_selects_the_policy_before_the_environment(self):
+        code = "import _rustgil; print(_rustgil.policy(), _rustgil.laps())"
+        for options, env, expected in [
+            (["-X", "rust_gil=classic"], {}, "classic 0"),
+            (["-X", "rust_gil=priority,laps=2"], {"PYTHON_RUST_GIL": "lazy"}, "priority 2"),
+            (["-X", "rust_gil=monitor"], {"PYTHONRUSTGIL": "no-such-policy"}, "monitor 0"),
+            # -E and -I ignore the variables, not -X.
+            (["-E", "-X", "rust_gil=classic"], {"PYTHON_RUST_GIL": "lazy"}, "classic 0"),
+            (["-I", "-X", "rust_gil=classic"], {}, "classic 0"),
+            # The first -X rust_gil wins, as the first -X gil does.
+            (["-X", "rust_gil=lazy", "-X", "rust_gil=classic"], {}, "lazy 0"),
+            # Other -X options leave it alone.
+            (["-X", "rust_gil_x=classic", "-X", "dev"], {"PYTHON_RUST_GIL": "lazy"}, "lazy 0"),
+        ]:
+            r = self.run_python(code, *options, **env)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, expected), f"{options} {env}: {r.stderr}")
+        for options, message in [
+            (["-X", "rust_gil=no-such-policy"], "-X rust_gil='no-such-policy': unknown GIL policy"),
+            (["-X", "rust_gil=priority,"], "-X rust_gil='priority,': a trailing ','"),
+            (["-X", "rust_gil="], "-X rust_gil='': no GIL policy given"),
+            (["-X", "rust_gil"], "-X rust_gil='': no GIL policy given"),
+            (["-X", "rust_gil=priorit\u00e9"], "unknown GIL policy 'priorit\\xc3\\xa9'"),
+        ]:
+            r = self.run_python("print('should not run')", *options, PYTHON_RUST_GIL="classic")
+            self.assertEqual(r.returncode, 1, f"{options}: {r.stderr}")
+            self.assertNotIn("should not run", r.stdout)
+            self.assertIn("Fatal Python error: ", r.stderr)
+            self.assertIn(message, r.stderr, options)
+
+    def test_old_variable_name_still_works(self):
+        code = "import _rustgil; print(_rustgil.policy())"
+        for env, expected in [
+            ({"PYTHONRUSTGIL": "classic"}, "classic"),
+            ({"PYTHONRUSTGIL": "classic", "PYTHON_RUST_GIL": "lazy"}, "lazy"),
+            # Empty is unset, as for every PYTHON* variable.
+            ({"PYTHONRUSTGIL": "classic", "PYTHON_RUST_GIL": ""}, "classic"),
+        ]:
+            r = self.run_python(code, **env)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, expected), f"{env}: {r.stderr}")
+        r = self.run_python("print('should not run')", PYTHONRUSTGIL="priority,")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("PYTHONRUSTGIL='priority,': a trailing ','", r.stderr)
+
     def assertStartupError(self, value, message):
-        """PYTHONRUSTGIL=value stops start-up as a bad PYTHONMALLOC does:
+        """PYTHON_RUST_GIL=value stops start-up as a bad PYTHONMALLOC does:
         the message on stderr, exit status 1 (no abort, no core file)."""
-        r = self.run_python("print('should not run')", PYTHONRUSTGIL=value)
+        r = self.run_python("print('should not run')", PYTHON_RUST_GIL=value)
         self.assertEqual(r.returncode, 1, f"{value!r}: {r.stderr}")
         self.assertNotIn("should not run", r.stdout)
         self.assertIn("Fatal Python error: ", r.stderr, value)
@@ -271,7 +325,7 @@ class RustGilSmoke(unittest.TestCase):
                                 ("priority,spin_us=0", "priority 0 0 0"),
                                 ("priority,laps=3", "priority 0 0 3"),
                                 ("monitor,laps=16", "monitor 0 0 16")]:
-            r = self.run_python(code, PYTHONRUSTGIL=value)
+            r = self.run_python(code, PYTHON_RUST_GIL=value)
             self.assertEqual((r.returncode, r.stdout.strip()), (0, expected), r.stderr)
         for bad, message in [
             ("priority,lazy_us=30", "lazy_us needs a policy with lazy release"),
@@ -294,7 +348,7 @@ class RustGilSmoke(unittest.TestCase):
 
     def test_environment_grammar_is_strict(self):
         for bad, message in [
-            ("priority,", "PYTHONRUSTGIL='priority,': a trailing ','"),
+            ("priority,", "PYTHON_RUST_GIL='priority,': a trailing ','"),
             ("priority,spin_us=5,", "a trailing ','"),
             ("priority,,spin_us=5", "an empty option ',,'"),
             (",spin_us=5", "no GIL policy before ','"),
@@ -309,7 +363,7 @@ class RustGilSmoke(unittest.TestCase):
 
     def test_bad_value_is_echoed_escaped(self):
         for bad, shown in [
-            ("priority\x7f", "PYTHONRUSTGIL='priority\\x7f': unknown GIL policy 'priority\\x7f'"),
+            ("priority\x7f", "PYTHON_RUST_GIL='priority\\x7f': unknown GIL policy 'priority\\x7f'"),
             ("prio\trity", "unknown GIL policy 'prio\\trity'"),
             ("priority\x1b[2J", "unknown GIL policy 'priority\\x1b[2J'"),
             ("priorit\u00e9", "unknown GIL policy 'priorit\\xc3\\xa9'"),
@@ -320,21 +374,22 @@ class RustGilSmoke(unittest.TestCase):
             self.assertStartupError(bad, shown)
 
     def test_unknown_policy_is_a_startup_error(self):
-        self.assertStartupError("no-such-policy", "PYTHONRUSTGIL='no-such-policy': unknown GIL policy "
+        self.assertStartupError("no-such-policy", "PYTHON_RUST_GIL='no-such-policy': unknown GIL policy "
                                 "'no-such-policy' (known: classic, priority, lazy,")
-        # -E ignores PYTHON* variables, this one included.
-        r = subprocess.run([sys.executable, "-E", "-c", "print('ok')"], capture_output=True, text=True,
-                           env={**os.environ, "PYTHONRUSTGIL": "no-such-policy"}, timeout=60)
-        self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"), r.stderr)
+        # -E and -I ignore PYTHON* variables, these included.
+        for option in ("-E", "-I"):
+            for name in POLICY_VARIABLES:
+                r = self.run_python("print('ok')", option, **{name: "no-such-policy"})
+                self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"), f"{option} {name}: {r.stderr}")
 
     def test_subinterpreters_keep_the_policy_read_at_startup(self):
-        # PYTHONRUSTGIL is read once, when the main interpreter creates its
+        # The policy is read once, when the main interpreter creates its
         # GIL: a later change to os.environ does not reach a sub-interpreter
         # with its own GIL, and a bad value there cannot end the process.
         code = """if True:
             import _interpreters, _rustgil, os
             for later in ("no-such-policy", "classic", "priority,"):
-                os.environ["PYTHONRUSTGIL"] = later
+                os.environ["PYTHON_RUST_GIL"] = later
                 r, w = os.pipe()
                 interp = _interpreters.create("isolated")
                 try:
@@ -345,7 +400,7 @@ class RustGilSmoke(unittest.TestCase):
                 print(later, os.read(r, 100).decode())
                 os.close(r)
         """
-        r = self.run_python(code)
+        r = self.run_python(code, PYTHON_RUST_GIL=EXPECTED_POLICY)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.split(), ["no-such-policy", EXPECTED_POLICY, "classic", EXPECTED_POLICY,
                                             "priority,", EXPECTED_POLICY])

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CPython part of the test command: builds CPython 3.13 --with-rust-gil
 # (cpython/build.sh, cached), checks that configure refuses --with-rust-gil
-# with --disable-gil, and under every policy (RUSTGIL_POLICIES, default: all
+# with --disable-gil, a bad --with-rust-gil-policy and a missing library,
+# and under every policy (RUSTGIL_POLICIES, default: all
 # presets) runs the smoke test and CPython's own test suites (TESTS) with the
 # rust-gil interpreter, in parallel, with a per-test timeout. (The whole
 # list takes 1-2 minutes per policy on a 2-core machine.)
@@ -31,8 +32,8 @@ RUSTGIL_BUILD=$(printf '%s\n' "$out" | sed -n 's/^RUSTGIL_BUILD=//p')
 ALL_PRESETS=$("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))")
 POLICIES=(${RUSTGIL_POLICIES:-$ALL_PRESETS})
 for policy in "${POLICIES[@]}"; do
-    step "smoke test, PYTHONRUSTGIL=$policy"
-    PYTHONRUSTGIL=$policy RUSTGIL_EXPECTED_POLICY=$policy "$RUSTGIL_PYTHON" cpython/smoke_test.py
+    step "smoke test, PYTHON_RUST_GIL=$policy"
+    PYTHON_RUST_GIL=$policy RUSTGIL_EXPECTED_POLICY=$policy "$RUSTGIL_PYTHON" cpython/smoke_test.py
 done
 
 step "configure refuses --with-rust-gil --disable-gil"
@@ -47,6 +48,22 @@ fi
 grep -q 'cannot be combined with --disable-gil' "$scratch/configure.out" \
     || { cat "$scratch/configure.out" >&2; die "configure failed, but not with the expected message"; }
 echo "configure: $(grep 'error:' "$scratch/configure.out")"
+
+step "configure checks --with-rust-gil-policy"
+for case in "--with-rust-gil=/nowhere --with-rust-gil-policy=fast|unknown GIL policy 'fast'" \
+            "--with-rust-gil=/nowhere --with-rust-gil-policy=priority,spin=5|options after the policy must be KEY=N" \
+            "--with-rust-gil=/nowhere --with-rust-gil-policy=priority,spin_us=5,|options after the policy must be KEY=N" \
+            "--with-rust-gil=/nowhere --with-rust-gil-policy|needs a policy name" \
+            "--with-rust-gil-policy=classic|--with-rust-gil-policy=classic needs --with-rust-gil"; do
+    args=${case%%|*} message=${case#*|}
+    # shellcheck disable=SC2086  # args is a list of options
+    if (cd "$scratch" && ./configure $args >configure.out 2>&1); then
+        die "configure accepted $args"
+    fi
+    grep -qF -- "$message" "$scratch/configure.out" \
+        || { tail -5 "$scratch/configure.out" >&2; die "configure $args failed, but not with '$message'"; }
+    echo "configure $args: $(grep 'error:' "$scratch/configure.out" | cut -c1-120)"
+done
 
 step "configure names what to install when the library is missing"
 mkdir "$scratch/missing"
@@ -71,6 +88,6 @@ with_default_signals() {
     perl -e '$SIG{INT} = $SIG{QUIT} = "DEFAULT"; exec {$ARGV[0]} @ARGV or die "exec $ARGV[0]: $!\n"' "$@"
 }
 for policy in "${POLICIES[@]}"; do
-    step "CPython's own tests, PYTHONRUSTGIL=$policy: ${TESTS[*]}"
-    PYTHONRUSTGIL=$policy with_default_signals "$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"
+    step "CPython's own tests, PYTHON_RUST_GIL=$policy: ${TESTS[*]}"
+    PYTHON_RUST_GIL=$policy with_default_signals "$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"
 done

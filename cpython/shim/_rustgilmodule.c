@@ -8,7 +8,8 @@
  *                              name (classic, priority, lazy, priority-lazy,
  *                              monitor, priority-monitor,
  *                              priority-lazy-monitor)
- *   _rustgil.presets()         the names PYTHONRUSTGIL accepts (a tuple)
+ *   _rustgil.presets()         the policy names -X rust_gil and
+ *                              PYTHON_RUST_GIL accept (a tuple)
  *   _rustgil.lazy_release()    the lazy-release threshold in seconds, 0.0
  *                              when off
  *   _rustgil.spin()            the bounded spin in seconds, 0.0 when off
@@ -81,8 +82,8 @@ rustgil_policy(PyObject *module, PyObject *Py_UNUSED(ignored))
         return lock_error("gil_get_preset", r);
     }
     if (name == NULL) {
-        /* PYTHONRUSTGIL only names presets, so this lock was made some
-           other way. */
+        /* -X rust_gil and PYTHON_RUST_GIL only name presets, so this lock
+           was made some other way. */
         PyErr_SetString(PyExc_RuntimeError, "rust-gil: this lock's configuration is no preset");
         return NULL;
     }
@@ -490,12 +491,12 @@ static PyMethodDef rustgil_methods[] = {
     {"lazy_release", rustgil_lazy_release, METH_NOARGS,
      "lazy_release()\n--\n\nThe lazy-release threshold in seconds (0.0: lazy release is off)."},
     {"presets", rustgil_presets, METH_NOARGS,
-     "presets()\n--\n\nThe policy names PYTHONRUSTGIL accepts."},
+     "presets()\n--\n\nThe policy names -X rust_gil and PYTHON_RUST_GIL accept."},
     {"spin", rustgil_spin, METH_NOARGS,
      "spin()\n--\n\nThe bounded spin before sleeping, in seconds (0.0: off)."},
     {"laps", rustgil_laps, METH_NOARGS,
      "laps()\n--\n\nHow many times a running thread may take the lock past the first waiter\n"
-     "in line (PYTHONRUSTGIL=...,laps=N); 0: no bound."},
+     "in line (PYTHON_RUST_GIL=...,laps=N); 0: no bound."},
     {"monitor", rustgil_monitor, METH_NOARGS,
      "monitor()\n--\n\nWhether the process's monitor thread keeps this GIL's time."},
     {"monitor_wakeups", rustgil_monitor_wakeups, METH_NOARGS,

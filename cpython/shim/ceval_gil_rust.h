@@ -29,14 +29,16 @@
  *     gil->locked keeps its -1 "not created" value;
  *   - sys.setswitchinterval() keeps the interval it is given, as stock
  *     does; the lock gets at most one hour (see _PyEval_SetSwitchInterval);
- *   - the policy is the library preset named by PYTHONRUSTGIL (classic,
- *     priority, lazy, priority-lazy, monitor, priority-monitor,
- *     priority-lazy-monitor), optionally followed by tuning options:
- *     PYTHONRUSTGIL=priority-lazy,lazy_us=30,spin_us=20,laps=3 (the strict grammar
- *     is at rustgil_parse_config). Read once, when the main interpreter
- *     creates its GIL; ignored under -E / -I, like PYTHONMALLOC. Anything
- *     malformed ends start-up as a bad PYTHONMALLOC does (a message, exit
- *     status 1), never a silent default.
+ *   - the policy is a library preset (classic, priority, lazy,
+ *     priority-lazy, monitor, priority-monitor, priority-lazy-monitor),
+ *     optionally followed by tuning options, e.g.
+ *     priority-lazy,lazy_us=30,spin_us=20,laps=3 (the strict grammar is at
+ *     rustgil_parse_config), from -X rust_gil=..., else PYTHON_RUST_GIL
+ *     (or its earlier name PYTHONRUSTGIL; both ignored under -E / -I, like
+ *     PYTHON_GIL), else the build's default (--with-rust-gil-policy); see
+ *     rustgil_config_from_options. Read once, when the main interpreter
+ *     creates its GIL. Anything malformed ends start-up as a bad PYTHONMALLOC
+ *     does (a message, exit status 1), never a silent default.
  */
 
 #ifdef Py_GIL_DISABLED
@@ -47,9 +49,18 @@
 #include <stdio.h>      // snprintf()
 #include <stdlib.h>     // getenv()
 #include <string.h>     // memchr(), memcmp(), strcspn()
+#include <wchar.h>      // wcschr()
+
+#include "pycore_initconfig.h"  // _Py_get_xoption()
 
 #define DEFAULT_INTERVAL GIL_DEFAULT_SWITCH_INTERVAL_US
-#define RUSTGIL_DEFAULT_POLICY "priority"  /* chosen from docs/policies.md */
+/* The policy when neither -X rust_gil nor PYTHON_RUST_GIL names one:
+   configure's --with-rust-gil-policy, else the one docs/policies.md chose. */
+#ifdef Py_RUST_GIL_DEFAULT_POLICY
+#  define RUSTGIL_DEFAULT_POLICY Py_RUST_GIL_DEFAULT_POLICY
+#else
+#  define RUSTGIL_DEFAULT_POLICY "priority"
+#endif
 
 /* Set by _Py_HandlePending just before it detaches to answer a drop
    request; consumed by the drop_gil that detach performs. */
@@ -170,7 +181,7 @@ rustgil_parse_us(const char *text, size_t len, uint64_t max, uint64_t *out)
 
 #define RUSTGIL_KEYS "keys: lazy_us, spin_us, laps"
 
-/* Parses PYTHONRUSTGIL's value into *config. The grammar is strict:
+/* Parses a policy value (-X rust_gil, PYTHON_RUST_GIL) into *config. The grammar is strict:
 
        VALUE  = PRESET *( "," OPTION )
        OPTION = KEY "=" DIGITS          KEY: lazy_us | spin_us | laps, each at most once
@@ -285,33 +296,107 @@ rustgil_parse_config(const char *text, gil_config_t *config, char *why, size_t w
     return 0;
 }
 
-/* The configuration PYTHONRUSTGIL asks for (RUSTGIL_DEFAULT_POLICY if unset
-   or empty, as CPython reads an empty PYTHON* variable), into *config.
-   Anything it cannot honour ends the process as a bad PYTHONMALLOC does:
-   "Fatal Python error: ..." on stderr and exit status 1 (CPython's
-   Py_ExitStatusException), not an abort. */
-static void
-rustgil_config_from_env(gil_config_t *config)
+/* -X rust_gil's value (the first -X rust_gil, as CPython takes the first
+   -X gil) as UTF-8 into out, or NULL if there is none. The main
+   interpreter's configuration is complete when it creates its GIL. A
+   surrogate-escaped byte (how Python keeps undecodable command-line bytes)
+   comes back as that byte; a value too long for out is cut, which the
+   parser then rejects or the message shows with "...". */
+static const char *
+rustgil_xoption(char *out, size_t size)
 {
-    const char *env = NULL;
-    if (_PyRuntime.preconfig.use_environment) {
-        env = getenv("PYTHONRUSTGIL");
+    const wchar_t *option = _Py_get_xoption(&_PyRuntime._main_interpreter.config.xoptions,
+                                            L"rust_gil");
+    if (option == NULL) {
+        return NULL;
     }
-    if (env == NULL || env[0] == '\0') {
-        env = RUSTGIL_DEFAULT_POLICY;
+    const wchar_t *value = wcschr(option, L'=');
+    value = value ? value + 1 : L"";
+    size_t used = 0;
+    for (; *value != L'\0'; value++) {
+        unsigned long c = (unsigned long)*value;
+        unsigned char piece[4];
+        size_t n;
+        if (c < 0x80) {
+            piece[0] = (unsigned char)c; n = 1;
+        }
+        else if (c >= 0xdc80 && c <= 0xdcff) {
+            piece[0] = (unsigned char)(c - 0xdc00); n = 1;
+        }
+        else if (c < 0x800) {
+            piece[0] = (unsigned char)(0xc0 | (c >> 6));
+            piece[1] = (unsigned char)(0x80 | (c & 0x3f)); n = 2;
+        }
+        else if (c < 0x10000) {
+            piece[0] = (unsigned char)(0xe0 | (c >> 12));
+            piece[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+            piece[2] = (unsigned char)(0x80 | (c & 0x3f)); n = 3;
+        }
+        else {
+            piece[0] = (unsigned char)(0xf0 | ((c >> 18) & 0x07));
+            piece[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f));
+            piece[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+            piece[3] = (unsigned char)(0x80 | (c & 0x3f)); n = 4;
+        }
+        if (used + n >= size) {
+            break;
+        }
+        memcpy(out + used, piece, n);
+        used += n;
+    }
+    out[used] = '\0';
+    return out;
+}
+
+/* The configuration the interpreter was started with, into *config. The
+   first of these that is given wins:
+     1. -X rust_gil=VALUE (also under -E and -I, as -X gil is);
+     2. PYTHON_RUST_GIL=VALUE, in CPython's own naming (PYTHON_GIL,
+        PYTHON_CPU_COUNT); ignored under -E / -I, and when empty, as CPython
+        treats an empty PYTHON* variable;
+     3. PYTHONRUSTGIL=VALUE, the variable's earlier name (kept so that
+        existing scripts keep working; the same rules as PYTHON_RUST_GIL);
+     4. the build's default, RUSTGIL_DEFAULT_POLICY (--with-rust-gil-policy).
+   Anything it cannot honour ends the process as a bad PYTHONMALLOC does:
+   "Fatal Python error: ..." naming where the value came from, on stderr,
+   exit status 1 (CPython's Py_ExitStatusException), not an abort. An empty
+   -X rust_gil= is such an error: unlike a variable, an option is never set
+   by accident. */
+static void
+rustgil_config_from_options(gil_config_t *config)
+{
+    static char xvalue[1024];
+    const char *value = rustgil_xoption(xvalue, sizeof xvalue);
+    const char *source = "-X rust_gil";
+    if (value == NULL && _PyRuntime.preconfig.use_environment) {
+        static const char *const names[] = {"PYTHON_RUST_GIL", "PYTHONRUSTGIL"};
+        for (size_t i = 0; i < sizeof names / sizeof names[0] && value == NULL; i++) {
+            const char *env = getenv(names[i]);
+            if (env != NULL && env[0] != '\0') {
+                value = env;
+                source = names[i];
+            }
+        }
+    }
+    if (value == NULL) {
+        value = RUSTGIL_DEFAULT_POLICY;
+        source = "the build's default GIL policy (--with-rust-gil-policy)";
     }
     char why[512];
-    if (rustgil_parse_config(env, config, why, sizeof why) < 0) {
+    if (value[0] == '\0') {
+        snprintf(why, sizeof why, "no GIL policy given (-X rust_gil=POLICY[,KEY=N...])");
+    }
+    if (value[0] == '\0' || rustgil_parse_config(value, config, why, sizeof why) < 0) {
         /* Py_ExitStatusException keeps a pointer to the message: static. */
         static char message[1024];
         char shown[256];
-        rustgil_escape(shown, sizeof shown, env, strlen(env));
-        snprintf(message, sizeof message, "PYTHONRUSTGIL='%s': %s", shown, why);
+        rustgil_escape(shown, sizeof shown, value, strlen(value));
+        snprintf(message, sizeof message, "%s='%s': %s", source, shown, why);
         Py_ExitStatusException(_PyStatus_ERR(message));
     }
 }
 
-/* The policy of every GIL in the process: PYTHONRUSTGIL as read when the
+/* The policy of every GIL in the process: the options as read when the
    main interpreter created its GIL (at start-up, and again at each later
    Py_Initialize). Sub-interpreters with their own GIL take it from here
    rather than reading the variable again, so a change to os.environ after
@@ -348,7 +433,7 @@ static void
 create_gil(struct _gil_runtime_state *gil)
 {
     if (gil == &_PyRuntime._main_interpreter._gil || !rustgil_env_config_read) {
-        rustgil_config_from_env(&rustgil_env_config);
+        rustgil_config_from_options(&rustgil_env_config);
         rustgil_env_config_read = 1;
     }
     gil_config_t config = rustgil_env_config;

@@ -3,7 +3,7 @@
 
     python3 cpython/bench/gilbench.py \\
         --python stock=$STOCK_PYTHON \\
-        --python rustgil=$RUSTGIL_PYTHON [--python 'rustgil-x=$RUSTGIL_PYTHON PYTHONRUSTGIL=x'] \\
+        --python rustgil=$RUSTGIL_PYTHON [--python 'rustgil-x=$RUSTGIL_PYTHON PYTHON_RUST_GIL=x'] \\
         [--spinners 0,1,2] [--repeat 3] [--scenarios echo,pingpong] [--out results.md]
 
 Each interpreter runs the *server* process, which also runs N spinning

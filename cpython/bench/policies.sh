@@ -13,9 +13,9 @@ eval "$(bash "$repo/cpython/build.sh" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON
 py=(--python "stock=$STOCK_PYTHON")
 # Every preset, and the bounded spin on top of the priority class.
 for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))"); do
-    py+=(--python "$p=$RUSTGIL_PYTHON PYTHONRUSTGIL=$p")
+    py+=(--python "$p=$RUSTGIL_PYTHON PYTHON_RUST_GIL=$p")
 done
-py+=(--python "priority+spin50=$RUSTGIL_PYTHON PYTHONRUSTGIL=priority,spin_us=50")
+py+=(--python "priority+spin50=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,spin_us=50")
 
 # Parts are kept until the report is written, so an interrupted run resumes.
 tmp="$repo/build/bench-parts"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pyperformance on stock CPython vs the rust-gil build (its default policy,
-# or the one PYTHONRUSTGIL names), in alternating rounds, with pyperf's
+# or the one PYTHON_RUST_GIL names), in alternating rounds, with pyperf's
 # comparison of each round.
 #
 #   cpython/bench/pyperformance.sh [--benchmarks LIST|all] [--rounds N] [--fast] [--out DIR]
@@ -55,7 +55,7 @@ for r in $(seq "$rounds"); do
         say "round $r: $who ($py)"
         rm -f "$out/$who-$r.json"
         "$venv/bin/pyperformance" run "${fast[@]}" --python="$py" -b "$benchmarks" \
-            --inherit-environ PYTHONRUSTGIL -o "$out/$who-$r.json"
+            --inherit-environ PYTHON_RUST_GIL,PYTHONRUSTGIL -o "$out/$who-$r.json"
     done
 done
 for r in $(seq "$rounds"); do

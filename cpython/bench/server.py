@@ -3,7 +3,7 @@
 
     python3 cpython/bench/server.py \\
         --python stock=$STOCK_PYTHON \\
-        --python 'priority=$RUSTGIL_PYTHON PYTHONRUSTGIL=priority' [...] \\
+        --python 'priority=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority' [...] \\
         [--connections 1,10,50,200] [--spinners 0,1,2] [--seconds 5] [--repeat 3] \\
         [--out report.md] [--json raw.json] [--diag] [--trace-dir DIR] [--no-warmup] \\
         [--spinner-sched other|batch|idle] [--external-spinners N]
@@ -309,7 +309,7 @@ class Interpreter:
         name = name.strip()
         if not eq or not name or not rest.strip():
             raise argparse.ArgumentTypeError(
-                f"--python wants NAME=PATH [ENV=VALUE ...], e.g. 'priority=/x/python3.13 PYTHONRUSTGIL=priority'; "
+                f"--python wants NAME=PATH [ENV=VALUE ...], e.g. 'priority=/x/python3.13 PYTHON_RUST_GIL=priority'; "
                 f"got {spec!r}")
         try:
             words = shlex.split(rest)

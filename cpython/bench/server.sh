@@ -34,7 +34,7 @@ fi
 eval "$(bash "$repo/cpython/build.sh" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
 py=(--python "stock=$STOCK_PYTHON")
 for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))"); do
-    py+=(--python "$p=$RUSTGIL_PYTHON PYTHONRUSTGIL=$p")
+    py+=(--python "$p=$RUSTGIL_PYTHON PYTHON_RUST_GIL=$p")
 done
 
 python3 "$repo/cpython/bench/server.py" "${py[@]}" --out "$out" --json "${out%.md}.json" "${extra[@]}" >/dev/null

@@ -33,9 +33,17 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-patch_file="$repo/cpython/patches/python-3.13-rust-gil.patch"
-shim_files=("$repo/cpython/shim/ceval_gil_rust.h" "$repo/cpython/shim/_rustgilmodule.c")
 mkdir -p "$cache"
+# The patch as scripts/gen-cpython-patch.sh would write it: the committed
+# patch's edits with the shim (cpython/shim/) as new files, so an edited shim
+# is built before it is committed into the patch.
+patch_file="$cache/python-3.13-rust-gil.patch"
+bash "$repo/scripts/gen-cpython-patch.sh" --print 3.13 >"$patch_file.new"
+mv "$patch_file.new" "$patch_file"
+if ! cmp -s "$patch_file" "$repo/cpython/patches/python-3.13-rust-gil.patch"; then
+    say "note: cpython/shim/ differs from the shim inside cpython/patches/python-3.13-rust-gil.patch;" \
+        "building the shim; run scripts/gen-cpython-patch.sh before committing"
+fi
 
 # ---- the source ---------------------------------------------------------
 
@@ -125,7 +133,7 @@ build() {
     local tree="$cache/build/$name" prefix="$cache/$name"
     local key lib_key
     if [ "$name" = rustgil ]; then
-        key=$(cat "$patch_file" "${shim_files[@]}" | sha256sum | cut -c1-16)
+        key=$(sha256sum <"$patch_file" | cut -c1-16)
         lib_key=$(cat "$cache/gil/lib/libgil.a" "$cache/gil/include/gil.h" | sha256sum | cut -c1-16)
     else
         key=stock lib_key=none
@@ -146,10 +154,6 @@ build() {
         rm -f "$tree/.from"
         if [ "$name" = rustgil ]; then
             (cd "$tree" && patch -p1 --forward --quiet <"$patch_file") || die "the patch does not apply to $version"
-            cp "$repo/cpython/shim/ceval_gil_rust.h" "$tree/Python/"
-            cp "$repo/cpython/shim/_rustgilmodule.c" "$tree/Modules/"
-            printf '# Added by cpython/build.sh: the rust-gil module, built in.\n*static*\n_rustgil _rustgilmodule.c\n' \
-                >"$tree/Modules/Setup.local"
         fi
         say "$name: configure $*"
         (cd "$tree" && ./configure --prefix="$prefix" --without-ensurepip "$@" >"$tree/configure.log" 2>&1) \

@@ -4,7 +4,9 @@ interpreter, under a policy:
     PYTHON_RUST_GIL=P RUSTGIL_EXPECTED_POLICY=P $RUSTGIL_PYTHON cpython/smoke_test.py
 
 (both unset: the default policy). With STOCK_PYTHON set to a stock CPython
-3.13 it also compares sys.setswitchinterval with that interpreter's.
+3.13 it also compares sys.setswitchinterval with that interpreter's. An
+interpreter configured --with-rust-gil-policy=VALUE needs
+RUSTGIL_BUILD_DEFAULT=VALUE (cpython/build.sh's builds: unset, priority).
 
 Checks that the GIL really is the library's, wired the way the shim says:
 _rustgil reports it, its counters move when threads contend, drop requests

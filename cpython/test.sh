@@ -22,6 +22,9 @@ TESTS=(test_threading test_thread test_threadsignals test_sys test_gc test_signa
        test_subprocess test_queue test_concurrent_futures test_interpreters test__interpreters test_capi
        test_asyncio)
 
+step "the CPython patch carries the current shim"
+bash scripts/gen-cpython-patch.sh --check
+
 step "build CPython 3.13 --with-rust-gil"
 out=$(bash cpython/build.sh)
 printf '%s\n' "$out"

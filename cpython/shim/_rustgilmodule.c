@@ -1,7 +1,9 @@
 /*
  * _rustgil: the rust-gil library as seen from Python, in interpreters built
  * --with-rust-gil. Maintained in the rust-gil repository (cpython/shim/);
- * cpython/build.sh copies it to Modules/ and builds it in (Modules/Setup.local).
+ * the CPython patch carries it as a new file (scripts/gen-cpython-patch.sh),
+ * and configure --with-rust-gil builds it in (PY_STDLIB_MOD,
+ * Modules/Setup.stdlib.in).
  *
  *   _rustgil.version           the library's version (str)
  *   _rustgil.policy()          this interpreter's GIL policy: the preset

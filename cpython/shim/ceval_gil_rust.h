@@ -2,11 +2,12 @@
  * Python/ceval_gil_rust.h: CPython 3.13's GIL core, routed to the rust-gil
  * library (gil.h).
  *
- * Maintained in the rust-gil repository (cpython/shim/) and copied into the
- * CPython tree by cpython/build.sh. Python/ceval_gil.c includes it, when
- * configured --with-rust-gil, in place of its own static functions
- * _gil_initialize, gil_created, create_gil, destroy_gil, recreate_gil,
- * drop_gil, take_gil, _PyEval_SetSwitchInterval and _PyEval_GetSwitchInterval;
+ * Maintained in the rust-gil repository (cpython/shim/); the CPython patch
+ * carries it as a new file (scripts/gen-cpython-patch.sh). Python/ceval_gil.c
+ * includes it, when configured --with-rust-gil, in place of its own static
+ * functions _gil_initialize, gil_created, create_gil, destroy_gil,
+ * recreate_gil, drop_gil, take_gil, _PyEval_SetSwitchInterval and
+ * _PyEval_GetSwitchInterval;
  * everything else in ceval_gil.c (eval breaker, pending calls, PyEval_* API)
  * is unchanged and calls these.
  *

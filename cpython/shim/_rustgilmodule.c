@@ -51,8 +51,9 @@
 #  error "_rustgil needs an interpreter configured --with-rust-gil"
 #endif
 
-/* Defined in Python/ceval_gil_rust.h. */
-PyAPI_FUNC(void *) _PyRustGil_Current(void);
+/* Defined in Python/ceval_gil_rust.h; not exported (this module is built
+   in). */
+extern void *_PyRustGil_Current(void);
 
 static gil_t *
 current_lock(void)

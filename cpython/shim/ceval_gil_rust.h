@@ -611,8 +611,12 @@ _PyEval_GetSwitchInterval(void)
     return gil->interval;
 }
 
-/* For Modules/_rustgilmodule.c: the current interpreter's lock. */
-PyAPI_FUNC(void *)
+/* For Modules/_rustgilmodule.c: the current interpreter's lock. Not
+   exported (the core is compiled with hidden visibility): the module is
+   built in, and the library behind the pointer exports nothing either. */
+extern void *_PyRustGil_Current(void);
+
+void *
 _PyRustGil_Current(void)
 {
     PyInterpreterState *interp = _PyInterpreterState_GET();

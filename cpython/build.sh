@@ -2,18 +2,21 @@
 # Builds CPython 3.13 on the rust-gil library (./configure --with-rust-gil)
 # and, with --stock, the unmodified interpreter from the same source.
 #
-#   cpython/build.sh [--source DIR] [--stock] [--jobs N]
+#   cpython/build.sh [--source DIR] [--stock] [--shared] [--jobs N]
 #
 #   --source DIR  a CPython 3.13.x source tree to use (it is copied, never
 #                 modified); default: the upstream tarball inside Debian's
 #                 python3.13 source package, fetched with apt-get source
 #   --stock       also build the unmodified interpreter, for comparisons
+#   --shared      also build the rust-gil interpreter with --enable-shared
+#                 (a shared libpython3.13.so linked to the lock)
 #   --jobs N      parallel make jobs (default: nproc)
 #
 # Everything goes under ${RUST_GIL_CACHE:-$HOME/.cache/rust-gil}, outside the
 # git tree; reruns reuse it and rebuild only what changed (a new library
 # relinks, a new patch or shim rebuilds). At the end it prints:
 #   RUSTGIL_PYTHON=<prefix>/bin/python3.13   STOCK_PYTHON=<prefix>/bin/python3.13
+#   (and RUSTGIL_SHARED_PYTHON, with --shared)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${RUST_GIL_CACHE:-$HOME/.cache/rust-gil}
@@ -22,11 +25,12 @@ export PATH="$HOME/.cargo/bin:$PATH"
 say() { printf 'cpython/build.sh: %s\n' "$*"; }
 die() { printf 'cpython/build.sh: %s\n' "$*" >&2; exit 1; }
 
-source_dir="" stock=0 jobs=$(nproc)
+source_dir="" stock=0 shared=0 jobs=$(nproc)
 while [ $# -gt 0 ]; do
     case "$1" in
         --source) [ $# -ge 2 ] || die "--source needs a directory"; source_dir=$2; shift 2 ;;
         --stock) stock=1; shift ;;
+        --shared) shared=1; shift ;;
         --jobs) [ $# -ge 2 ] || die "--jobs needs a number"; jobs=$2; shift 2 ;;
         -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
@@ -132,7 +136,7 @@ build() {
     shift
     local tree="$cache/build/$name" prefix="$cache/$name"
     local key lib_key
-    if [ "$name" = rustgil ]; then
+    if [ "$name" != stock ]; then
         key=$(sha256sum <"$patch_file" | cut -c1-16)
         lib_key=$(cat "$cache/gil/lib/libgil.a" "$cache/gil/include/gil.h" | sha256sum | cut -c1-16)
     else
@@ -152,7 +156,7 @@ build() {
         mkdir -p "$tree"
         cp -a "$src/." "$tree/"
         rm -f "$tree/.from"
-        if [ "$name" = rustgil ]; then
+        if [ "$name" != stock ]; then
             (cd "$tree" && patch -p1 --forward --quiet <"$patch_file") || die "the patch does not apply to $version"
         fi
         say "$name: configure $*"
@@ -172,6 +176,13 @@ build() {
 build rustgil --with-rust-gil="$cache/gil"
 echo "RUSTGIL_PYTHON=$cache/rustgil/bin/python3.13"
 echo "RUSTGIL_BUILD=$cache/build/rustgil"
+if [ "$shared" = 1 ]; then
+    # The installed interpreter finds its libpython3.13.so by its rpath.
+    build rustgil-shared --with-rust-gil="$cache/gil" --enable-shared \
+        LDFLAGS="-Wl,-rpath,$cache/rustgil-shared/lib"
+    echo "RUSTGIL_SHARED_PYTHON=$cache/rustgil-shared/bin/python3.13"
+    echo "RUSTGIL_SHARED_BUILD=$cache/build/rustgil-shared"
+fi
 if [ "$stock" = 1 ]; then
     build stock
     echo "STOCK_PYTHON=$cache/stock/bin/python3.13"

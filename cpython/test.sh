@@ -2,10 +2,12 @@
 # The CPython part of the test command: builds CPython 3.13 --with-rust-gil
 # (cpython/build.sh, cached), checks that configure refuses --with-rust-gil
 # with --disable-gil, a bad --with-rust-gil-policy and a missing library,
-# and under every policy (RUSTGIL_POLICIES, default: all
-# presets) runs the smoke test and CPython's own test suites (TESTS) with the
-# rust-gil interpreter, in parallel, with a per-test timeout. (The whole
-# list takes 1-2 minutes per policy on a 2-core machine.)
+# and under every policy (RUSTGIL_POLICIES, default: all presets) runs the
+# smoke test and CPython's own test suites (TESTS) with the rust-gil
+# interpreter, in parallel, with a per-test timeout (the whole list takes
+# 1-2 minutes per policy on a 2-core machine). Then the same interpreter
+# with a shared libpython (--enable-shared): what it exports, the smoke test
+# under priority and classic, the suites under priority.
 #
 #   cpython/test.sh [extra regrtest arguments]
 #
@@ -94,3 +96,28 @@ for policy in "${POLICIES[@]}"; do
     step "CPython's own tests, PYTHON_RUST_GIL=$policy: ${TESTS[*]}"
     PYTHON_RUST_GIL=$policy with_default_signals "$RUSTGIL_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"
 done
+
+step "shared libpython (--enable-shared): build, exports, smoke test, thread suites"
+out=$(bash cpython/build.sh --shared)
+SHARED_PYTHON=$(printf '%s\n' "$out" | sed -n 's/^RUSTGIL_SHARED_PYTHON=//p')
+[ -x "$SHARED_PYTHON" ] || die "the --shared build did not produce an interpreter"
+libpython=$(dirname "$SHARED_PYTHON")/../lib/libpython3.13.so.1.0
+ldd "$SHARED_PYTHON" | grep -qF "$(cd "$(dirname "$libpython")" && pwd)/libpython3.13.so.1.0" \
+    || { ldd "$SHARED_PYTHON" >&2; die "the --shared interpreter does not load its own libpython3.13.so"; }
+# What libpython exports: CPython's API (Py*, _Py*, PY_TIMEOUT_MAX) and the
+# init functions of its built-in modules, _rustgil's among them; nothing of
+# the library (gil_*) or the Rust standard library (mangled _ZN / _R names):
+# gil-static.pc links libgil.a with --exclude-libs, and _rustgil is built in.
+exports=$(nm -D --defined-only "$libpython" | awk '{ print $3 }')
+[ "$(printf '%s\n' "$exports" | wc -l)" -gt 1000 ] || die "nm -D found too few exports in $libpython"
+foreign=$(printf '%s\n' "$exports" | grep -Ev '^(_?Py|PY_TIMEOUT_MAX$)' || true)
+[ -z "$foreign" ] || { printf '%s\n' "$foreign" | head -n 20 >&2; die "$libpython exports symbols that are not CPython's"; }
+printf '%s\n' "$exports" | grep -qx PyInit__rustgil || die "$libpython does not carry _rustgil"
+! printf '%s\n' "$exports" | grep -q '^_PyRustGil' || die "$libpython exports the shim's internals"
+echo "libpython3.13.so.1.0 exports $(printf '%s\n' "$exports" | wc -l) symbols, all CPython's (Py*, _Py*, PY_TIMEOUT_MAX)"
+for policy in priority classic; do
+    step "shared libpython: smoke test, PYTHON_RUST_GIL=$policy"
+    PYTHON_RUST_GIL=$policy RUSTGIL_EXPECTED_POLICY=$policy "$SHARED_PYTHON" cpython/smoke_test.py
+done
+step "shared libpython: CPython's own tests, PYTHON_RUST_GIL=priority: ${TESTS[*]}"
+PYTHON_RUST_GIL=priority with_default_signals "$SHARED_PYTHON" -m test -j"$(nproc)" --timeout 900 -W "${ignore[@]}" "$@" "${TESTS[@]}"

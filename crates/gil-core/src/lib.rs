@@ -147,7 +147,7 @@ pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind};
 pub use gil::{monitor_wakeups, Counters, Gil};
 pub use reason::ReleaseReason;
-pub use stats::{HistogramSnapshot, Histograms, HISTOGRAM_BUCKETS};
+pub use stats::{HistogramSnapshot, Histograms, FINE_SUB_BUCKETS, HISTOGRAM_BUCKETS, HISTOGRAM_FINE_BUCKETS};
 pub use token::Token;
 
 /// This crate's version, from `Cargo.toml`.

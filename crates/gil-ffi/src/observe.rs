@@ -42,15 +42,30 @@ pub struct gil_event_t {
 /// would wait return `GIL_ERR_REENTRANT`. It may be called from any thread.
 pub type gil_event_cb = Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const gil_event_t)>;
 
-/// Number of buckets in each histogram of `gil_histograms_t`.
+/// Number of power-of-two buckets in each histogram of `gil_histograms_t`.
 pub const GIL_HISTOGRAM_BUCKETS: usize = 64;
 
+/// Number of fine buckets in each histogram of `gil_histograms_t`: fine
+/// bucket `i` counts durations in `[i, i + 1)` ns for `i < 8`; above, each
+/// power of two `[2^p, 2^(p+1))` is cut into 8 equal parts, fine bucket
+/// `8 + 8 * (p - 3) + k` counting `[(8 + k) * 2^(p-3), (9 + k) * 2^(p-3))`.
+/// A quantile read as the top of its fine bucket is within 12.5 % of the
+/// true value.
+pub const GIL_HISTOGRAM_FINE_BUCKETS: usize = 496;
+
+const _: () = assert!(GIL_HISTOGRAM_FINE_BUCKETS == gil_core::HISTOGRAM_FINE_BUCKETS);
+
 /// Histograms of one lock, filled by `gil_get_histograms`. Bucket `i`
-/// counts durations in [2^i, 2^(i+1)) nanoseconds (bucket 0 also counts 0).
+/// counts durations in [2^i, 2^(i+1)) nanoseconds (bucket 0 also counts 0);
+/// the fine buckets (see `GIL_HISTOGRAM_FINE_BUCKETS`) count the same
+/// durations in finer steps, and each power-of-two bucket is the sum of
+/// its fine ones.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gil_histograms_t {
-    /// Set by the caller to `sizeof(gil_histograms_t)` before the call.
+    /// Set by the caller to `sizeof(gil_histograms_t)` before the call. A
+    /// caller built against 0.1's header, whose struct ended at `hold`,
+    /// passes that smaller size and gets only the fields it knows.
     pub struct_size: u32,
     /// Reserved, always 0.
     pub reserved: u32,
@@ -58,7 +73,14 @@ pub struct gil_histograms_t {
     pub wait: [u64; GIL_HISTOGRAM_BUCKETS],
     /// Time from getting the lock to letting go of it.
     pub hold: [u64; GIL_HISTOGRAM_BUCKETS],
+    /// `wait` in fine buckets.
+    pub wait_fine: [u64; GIL_HISTOGRAM_FINE_BUCKETS],
+    /// `hold` in fine buckets.
+    pub hold_fine: [u64; GIL_HISTOGRAM_FINE_BUCKETS],
 }
+
+/// `sizeof(gil_histograms_t)` in 0.1's header: up to and including `hold`.
+const HISTOGRAMS_V1_SIZE: usize = std::mem::offset_of!(gil_histograms_t, wait_fine);
 
 /// The C hook and its user data, callable from any thread (the caller of
 /// `gil_set_event_hook` promises that, see `gil_event_cb`).
@@ -169,11 +191,12 @@ pub unsafe extern "C" fn gil_reset_histograms(gil: *mut gil_t) -> gil_result_t {
 }
 
 /// Fills `*histograms_out`, whose `struct_size` the caller must set to
-/// `sizeof(gil_histograms_t)` first. A racy snapshot. Any thread.
+/// `sizeof(gil_histograms_t)` first (or to 0.1's smaller size, then only
+/// the fields up to `hold` are written). A racy snapshot. Any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `histograms_out` is NULL or points to a
-/// writable `gil_histograms_t`.
+/// writable `gil_histograms_t` of the size its `struct_size` says.
 #[no_mangle]
 pub unsafe extern "C" fn gil_get_histograms(gil: *const gil_t, histograms_out: *mut gil_histograms_t) -> gil_result_t {
     guard_result(|| {
@@ -184,7 +207,7 @@ pub unsafe extern "C" fn gil_get_histograms(gil: *const gil_t, histograms_out: *
         }
         // SAFETY: non-NULL; the first field is readable by the contract.
         let size = unsafe { ptr::addr_of!((*histograms_out).struct_size).read_unaligned() } as usize;
-        if size != size_of::<gil_histograms_t>() {
+        if size != size_of::<gil_histograms_t>() && size != HISTOGRAMS_V1_SIZE {
             return Err(GIL_ERR_INVALID_ARGUMENT);
         }
         let h = gil.histograms();
@@ -193,9 +216,13 @@ pub unsafe extern "C" fn gil_get_histograms(gil: *const gil_t, histograms_out: *
             reserved: 0,
             wait: h.wait.buckets,
             hold: h.hold.buckets,
+            wait_fine: h.wait.fine,
+            hold_fine: h.hold.fine,
         };
-        // SAFETY: non-NULL, and writable for a whole struct by the contract.
-        unsafe { histograms_out.write(out) };
+        // SAFETY: non-NULL, and the caller's struct is writable for `size`
+        // bytes by the contract (a 0.1 caller's struct is that long); `size`
+        // is at most `size_of::<gil_histograms_t>()`, so the source has them.
+        unsafe { ptr::copy_nonoverlapping(ptr::addr_of!(out).cast::<u8>(), histograms_out.cast::<u8>(), size) };
         Ok(())
     })
 }

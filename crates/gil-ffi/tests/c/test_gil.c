@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -633,16 +634,43 @@ static void test_monitor_events_histograms(void) {
     CHECK_RESULT(gil_get_histograms(gil, &h), GIL_ERR_INVALID_ARGUMENT);
     h.struct_size = sizeof h;
     CHECK_RESULT(gil_get_histograms(gil, &h), GIL_OK);
-    uint64_t holds = 0, waits = 0;
+    uint64_t holds = 0, waits = 0, fine_holds = 0, fine_waits = 0;
     for (size_t i = 0; i < GIL_HISTOGRAM_BUCKETS; i++) {
         holds += h.hold[i];
         waits += h.wait[i];
     }
+    for (size_t i = 0; i < GIL_HISTOGRAM_FINE_BUCKETS; i++) {
+        fine_holds += h.hold_fine[i];
+        fine_waits += h.wait_fine[i];
+    }
     CHECK(holds == c.acquisitions);
     CHECK(waits >= 6);
+    CHECK(fine_holds == holds && fine_waits == waits);
+    /* Power-of-two bucket 10, [1024, 2048) ns, is fine buckets 64..71. */
+    uint64_t fine10 = 0;
+    for (size_t i = 8 + 8 * (10 - 3); i < 8 + 8 * (10 - 3) + 8; i++) {
+        fine10 += h.hold_fine[i];
+    }
+    CHECK(fine10 == h.hold[10]);
+    /* A caller built against 0.1's header passes its smaller struct_size
+       and gets the fields it knows; nothing past them is written. */
+    gil_histograms_t old;
+    memset(&old, 0xab, sizeof old);
+    old.struct_size = (uint32_t)offsetof(gil_histograms_t, wait_fine);
+    CHECK_RESULT(gil_get_histograms(gil, &old), GIL_OK);
+    CHECK(old.struct_size == offsetof(gil_histograms_t, wait_fine));
+    CHECK(old.reserved == 0);
+    uint64_t old_holds = 0;
+    for (size_t i = 0; i < GIL_HISTOGRAM_BUCKETS; i++) {
+        old_holds += old.hold[i];
+    }
+    CHECK(old_holds == holds);
+    CHECK(old.wait_fine[0] == 0xababababababababULL && old.hold_fine[GIL_HISTOGRAM_FINE_BUCKETS - 1] == 0xababababababababULL);
+    old.struct_size = (uint32_t)offsetof(gil_histograms_t, wait_fine) + 8;
+    CHECK_RESULT(gil_get_histograms(gil, &old), GIL_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(gil_reset_histograms(gil), GIL_OK);
     CHECK_RESULT(gil_get_histograms(gil, &h), GIL_OK);
-    CHECK(h.hold[0] == 0 && h.wait[10] == 0);
+    CHECK(h.hold[0] == 0 && h.wait[10] == 0 && h.hold_fine[0] == 0 && h.wait_fine[64] == 0);
     CHECK_RESULT(gil_set_histograms(NULL, true), GIL_ERR_NULL_ARGUMENT);
     CHECK_RESULT(gil_free(gil), GIL_OK);
     pthread_mutex_destroy(&log.mutex);

@@ -79,8 +79,8 @@ enum gil_result_t
   GIL_ERR_PANIC = 6,
   // `gil_acquire_or_abort` gave up because its callback said so.
   GIL_ERR_ABORTED = 7,
-  // An enum-like argument (a release reason, a policy) out of range, or a
-  // `gil_counters_t` with a bad `struct_size`.
+  // An enum-like argument (a release reason, a policy, an event mask)
+  // out of range, or a struct with a bad `struct_size`.
   GIL_ERR_INVALID_ARGUMENT = 8,
   // `gil_policy_from_name` does not know the name.
   GIL_ERR_UNKNOWN_POLICY = 9,
@@ -97,6 +97,9 @@ enum gil_result_t
   GIL_ERR_REENTRANT = 12,
   // `gil_config_preset` does not know the name.
   GIL_ERR_UNKNOWN_PRESET = 13,
+  // `gil_remove_event_hook` of a handle that names no hook installed on
+  // the lock (e.g. removed already).
+  GIL_ERR_UNKNOWN_HOOK = 14,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -191,6 +194,12 @@ typedef struct {
 typedef void (*gil_event_cb)(void *user_data,
                              const gil_event_t *event);
 
+// A set of `GIL_EVENT_MASK_*` bits: which events a hook wants.
+typedef uint32_t gil_event_mask_t;
+
+// The handle of a hook added with `gil_add_event_hook`; never 0.
+typedef uint64_t gil_hook_id_t;
+
 // Histograms of one lock, filled by `gil_get_histograms`. Bucket `i`
 // counts durations in [2^i, 2^(i+1)) nanoseconds (bucket 0 also counts 0);
 // the fine buckets (see `GIL_HISTOGRAM_FINE_BUCKETS`) count the same
@@ -281,6 +290,36 @@ typedef struct {
 // `token`'s lazily released call outlasted the threshold and the lock was
 // taken over, by `other` (NULL: by the monitor thread, for the waiters).
 #define GIL_EVENT_LAZY_TAKEOVER 5
+
+// `GIL_EVENT_WAIT_START` events.
+#define GIL_EVENT_MASK_WAIT_START (1 << 0)
+
+// `GIL_EVENT_ACQUIRED` events.
+#define GIL_EVENT_MASK_ACQUIRED (1 << 1)
+
+// `GIL_EVENT_RELEASED` events with `GIL_RELEASE_VOLUNTARY`.
+#define GIL_EVENT_MASK_RELEASED_VOLUNTARY (1 << 2)
+
+// `GIL_EVENT_RELEASED` events with `GIL_RELEASE_FORCED`.
+#define GIL_EVENT_MASK_RELEASED_FORCED (1 << 3)
+
+// `GIL_EVENT_RELEASED` events with `GIL_RELEASE_FINAL`.
+#define GIL_EVENT_MASK_RELEASED_FINAL (1 << 4)
+
+// `GIL_EVENT_RELEASED` events, whatever the reason.
+#define GIL_EVENT_MASK_RELEASED (7 << 2)
+
+// `GIL_EVENT_DROP_REQUESTED` events.
+#define GIL_EVENT_MASK_DROP_REQUESTED (1 << 5)
+
+// `GIL_EVENT_FORCED_SWITCH` events.
+#define GIL_EVENT_MASK_FORCED_SWITCH (1 << 6)
+
+// `GIL_EVENT_LAZY_TAKEOVER` events.
+#define GIL_EVENT_MASK_LAZY_TAKEOVER (1 << 7)
+
+// Every event.
+#define GIL_EVENT_MASK_ALL 255
 
 #ifdef __cplusplus
 extern "C" {
@@ -424,8 +463,8 @@ gil_result_t gil_set_switch_interval(gil_t *gil,
 
 // In the child after `fork()`: makes the lock fresh and held by `token`
 // (the forking thread), forgetting every other thread; counters restart.
-// A C event hook stays installed; a running trace is dropped unwritten
-// (its file belongs to the parent). Call it in the child before any other
+// Event hooks stay installed; a running trace is dropped unwritten (its
+// file belongs to the parent; the child may start its own). Call it in the child before any other
 // call on the lock and before the child starts any thread. Does not block.
 //
 // # Safety
@@ -434,12 +473,43 @@ gil_result_t gil_set_switch_interval(gil_t *gil,
 gil_result_t gil_reinit_after_fork(gil_t *gil,
                                    void *token);
 
-// Installs `callback` (with `user_data`) as the lock's event hook,
-// replacing any hook; a NULL callback removes it. Returns once no thread is
-// still inside the hook it replaced, so the caller may free that hook's
-// user data. `GIL_ERR_BUSY` while a trace is running (`gil_trace_start`),
-// which uses the same hook. `GIL_ERR_REENTRANT` from inside one of the
-// lock's callbacks (it would wait for itself). Any thread.
+// Adds `callback` (with `user_data`) as an event hook of the lock for the
+// events in `mask` (`GIL_EVENT_MASK_*` bits), beside any hooks and trace
+// already running: each event goes to every hook that wants it, in the
+// order they were added. `*id_out` = the handle that removes it
+// (`gil_remove_event_hook`). `GIL_ERR_NULL_ARGUMENT` for a NULL callback
+// or `id_out`; `GIL_ERR_INVALID_ARGUMENT` for a mask that is 0 or has bits
+// outside `GIL_EVENT_MASK_ALL`; `GIL_ERR_REENTRANT` from inside one of the
+// lock's callbacks. Nothing changes on error. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `callback`, if not NULL, follows
+// `gil_event_cb`'s contract with `user_data`; `id_out` is NULL or
+// writable.
+gil_result_t gil_add_event_hook(gil_t *gil,
+                                gil_event_cb callback,
+                                void *user_data,
+                                gil_event_mask_t mask,
+                                gil_hook_id_t *id_out);
+
+// Removes the hook `id` (from `gil_add_event_hook`). Returns once no
+// thread is still inside it, so the caller may free its user data.
+// `GIL_ERR_UNKNOWN_HOOK` if no such hook is installed (e.g. removed
+// already); `GIL_ERR_REENTRANT` from inside one of the lock's callbacks (it
+// would wait for itself). Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock.
+gil_result_t gil_remove_event_hook(gil_t *gil,
+                                   gil_hook_id_t id);
+
+// Installs `callback` (with `user_data`) as the lock's replaceable event
+// hook for every event, replacing the one an earlier call installed; a
+// NULL callback removes it. Hooks added with `gil_add_event_hook` and a
+// running trace are left alone. Returns once no thread is still inside the
+// hook it replaced, so the caller may free that hook's user data.
+// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks (it would
+// wait for itself). Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `callback`, if not NULL, follows
@@ -605,10 +675,10 @@ const char *gil_result_str(uint32_t result);
 // `GIL_ERR_IO`, not at the end. `title` (may be NULL; not UTF-8 is shown
 // with replacement characters) heads the picture.
 // At most `max_events` events are kept (0: about a million); a trace that
-// fills up ends at the first event that did not fit. `GIL_ERR_BUSY` if a
-// trace is already running or a C hook is installed (`gil_set_event_hook`):
-// a trace uses the lock's event hook. `GIL_ERR_REENTRANT` from inside one
-// of the lock's callbacks. Any thread.
+// fills up ends at the first event that did not fit. The trace is an
+// event hook of its own: event hooks added by the host keep running
+// beside it. `GIL_ERR_BUSY` if a trace is already running on the lock.
+// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `path` is NULL or a NUL-terminated string;

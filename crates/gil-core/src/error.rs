@@ -28,6 +28,12 @@ pub enum GilError {
     Busy,
     /// `acquire_or_abort` gave up because its abort check said so.
     Aborted,
+    /// An event mask with no kind of event in it, or with bits that name
+    /// none (the bits given).
+    InvalidEventMask(u32),
+    /// `remove_event_hook` of a handle that names no installed hook (it was
+    /// removed already, or never added to this lock).
+    UnknownHook(u64),
     /// A call on the lock from inside one of its own callbacks (an event
     /// hook, the drop-request callback, an abort check), which would wait
     /// for the calling thread itself. Nothing changed.
@@ -57,6 +63,13 @@ impl fmt::Display for GilError {
             GilError::InvalidLaps(laps) => {
                 write!(f, "bound on laps of {laps} is out of range (0..={})", crate::MAX_LAPS)
             }
+            GilError::InvalidEventMask(0) => f.write_str("an event mask must name at least one kind of event"),
+            GilError::InvalidEventMask(bits) => write!(
+                f,
+                "event mask {bits:#x} has bits that name no kind of event (valid: {:#x})",
+                crate::EventMask::ALL.bits()
+            ),
+            GilError::UnknownHook(id) => write!(f, "no event hook {id} is installed on this lock"),
             GilError::Busy => f.write_str("the lock is held or awaited"),
             GilError::Aborted => f.write_str("the wait for the lock was aborted by the caller's check"),
             GilError::Reentrant => f.write_str(

@@ -125,6 +125,7 @@
 //! Built with `RUSTFLAGS="--cfg gil_loom"`, the crate's primitives are
 //! loom's and `tests/loom.rs` explores every interleaving of the protocol.
 
+pub mod accounting;
 mod class;
 mod config;
 mod error;
@@ -138,13 +139,14 @@ mod sync;
 mod token;
 pub mod trace;
 
+pub use accounting::ThreadStats;
 pub use config::{
     DropRequestCallback, GilConfig, Policy, Settings, UnknownPolicy, UnknownPreset, DEFAULT_LAZY_RELEASE_US,
     DEFAULT_SWITCH_INTERVAL_US, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, SERVER_LAPS,
     STARVATION_INTERVALS,
 };
 pub use error::GilError;
-pub use events::{now_ns, Event, EventHook, EventKind};
+pub use events::{now_ns, Event, EventHook, EventKind, EventMask, HookId};
 pub use gil::{monitor_wakeups, Counters, Gil};
 pub use reason::ReleaseReason;
 pub use stats::{HistogramSnapshot, Histograms, FINE_SUB_BUCKETS, HISTOGRAM_BUCKETS, HISTOGRAM_FINE_BUCKETS};

@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use gil_core::{Event, EventKind, Gil, GilConfig, ReleaseReason, Token};
+use gil_core::{Event, EventKind, EventMask, Gil, GilConfig, GilError, HookId, ReleaseReason, Token};
 
 mod common;
 use common::tok;
@@ -205,4 +205,116 @@ fn lazy_release_and_reclaim_are_reported_once_each() {
         assert_eq!(events.lock().unwrap().len(), 4);
         assert_eq!(gil.histograms().hold.count(), 2);
     }
+}
+
+fn collector(sink: &Arc<Mutex<Vec<Event>>>) -> gil_core::EventHook {
+    let sink = sink.clone();
+    Arc::new(move |e: &Event| sink.lock().unwrap().push(*e))
+}
+
+#[test]
+fn two_hooks_both_see_every_event_and_a_mask_filters() {
+    let gil = Arc::new(Gil::new(GilConfig::new().switch_interval_us(200)).unwrap());
+    let (all, acquired, replaceable) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let id_all = gil.add_event_hook(collector(&all), EventMask::ALL).unwrap();
+    let id_acq = gil.add_event_hook(collector(&acquired), EventMask::ACQUIRED).unwrap();
+    gil.set_event_hook(Some(collector(&replaceable))).unwrap();
+    assert_eq!(gil.event_hooks(), 3);
+    contend(&gil, 5);
+    // Replacing the replaceable hook leaves the added ones alone.
+    gil.set_event_hook(None).unwrap();
+    assert_eq!(gil.event_hooks(), 2);
+    gil.remove_event_hook(id_acq).unwrap();
+    gil.remove_event_hook(id_all).unwrap();
+    assert!(!gil.has_event_hook());
+
+    let all = all.lock().unwrap().clone();
+    let acquired = acquired.lock().unwrap().clone();
+    assert_eq!(
+        all,
+        *replaceable.lock().unwrap(),
+        "both all-event hooks saw the same events"
+    );
+    let want: Vec<Event> = all.iter().copied().filter(|e| e.kind == EventKind::Acquired).collect();
+    assert_eq!(acquired, want, "the masked hook saw exactly the acquisitions");
+    assert_eq!(acquired.len() as u64, gil.counters().acquisitions);
+    assert!(all.iter().any(|e| e.kind == EventKind::DropRequested));
+}
+
+#[test]
+fn bad_masks_and_unknown_handles_are_errors() {
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    assert_eq!(
+        gil.add_event_hook(collector(&sink), EventMask::from_bits(0).unwrap()),
+        Err(GilError::InvalidEventMask(0))
+    );
+    assert_eq!(EventMask::from_bits(EventMask::ALL.bits() + 1), None);
+    assert!(!gil.has_event_hook());
+    let id = gil.add_event_hook(collector(&sink), EventMask::RELEASED).unwrap();
+    gil.remove_event_hook(id).unwrap();
+    assert_eq!(gil.remove_event_hook(id), Err(GilError::UnknownHook(id.get())));
+    assert_eq!(
+        gil.remove_event_hook(HookId::from_raw(999)),
+        Err(GilError::UnknownHook(999))
+    );
+    // With no hook left the lock is back on its uninstrumented paths.
+    gil.acquire(tok(1)).unwrap();
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    assert!(sink.lock().unwrap().is_empty());
+}
+
+#[test]
+fn removing_a_hook_waits_for_its_running_call_and_spares_the_others() {
+    let gil = Arc::new(Gil::new(GilConfig::new()).unwrap());
+    let inside = Arc::new(AtomicBool::new(false));
+    let (i, slow_calls) = (inside.clone(), Arc::new(AtomicUsize::new(0)));
+    let c = slow_calls.clone();
+    let slow = gil
+        .add_event_hook(
+            Arc::new(move |_: &Event| {
+                i.store(true, SeqCst);
+                thread::sleep(Duration::from_millis(50));
+                c.fetch_add(1, SeqCst);
+                i.store(false, SeqCst);
+            }),
+            EventMask::ACQUIRED,
+        )
+        .unwrap();
+    let other = Arc::new(Mutex::new(Vec::new()));
+    let keep = gil.add_event_hook(collector(&other), EventMask::ALL).unwrap();
+    let emitter = {
+        let gil = gil.clone();
+        thread::spawn(move || gil.acquire(tok(1)).unwrap())
+    };
+    while !inside.load(SeqCst) {
+        thread::yield_now();
+    }
+    gil.remove_event_hook(slow).unwrap();
+    assert!(!inside.load(SeqCst), "remove_event_hook returned while the hook ran");
+    assert_eq!(slow_calls.load(SeqCst), 1);
+    emitter.join().unwrap();
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    let kinds: Vec<_> = other.lock().unwrap().iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [EventKind::Acquired, EventKind::Released(ReleaseReason::Voluntary)]
+    );
+    gil.remove_event_hook(keep).unwrap();
+}
+
+#[test]
+fn a_panicking_hook_does_not_keep_the_next_from_its_events() {
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    gil.add_event_hook(Arc::new(|_: &Event| panic!("hook bug")), EventMask::ALL)
+        .unwrap();
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    gil.add_event_hook(collector(&sink), EventMask::ALL).unwrap();
+    gil.acquire(tok(1)).unwrap();
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    assert_eq!(sink.lock().unwrap().len(), 2);
 }

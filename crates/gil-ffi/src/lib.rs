@@ -23,7 +23,7 @@ use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use gil_core::trace::{TraceFormat, TraceSession};
-use gil_core::{Event, EventKind, Gil, GilConfig, GilError, Policy, ReleaseReason, Token};
+use gil_core::{Event, EventKind, EventMask, Gil, GilConfig, GilError, HookId, Policy, ReleaseReason, Token};
 
 mod args;
 mod config;

@@ -32,29 +32,25 @@ pub type gil_abort_cb = Option<unsafe extern "C" fn(user_data: *mut c_void) -> b
 /// A lock. Opaque: create with `gil_new`, destroy with `gil_free`.
 pub struct gil_t {
     pub(crate) gil: Gil,
-    /// Who owns the lock's event hook. Changed only under this mutex, so a
-    /// C hook and a trace never replace each other.
-    pub(crate) hook: Mutex<HookOwner>,
+    /// The running trace (`gil_trace_start`), if any.
+    pub(crate) trace: Mutex<Option<Tracing>>,
 }
 
-/// The user of a lock's one event hook.
-pub(crate) enum HookOwner {
-    None,
-    /// `gil_set_event_hook` installed a C callback.
-    C,
-    /// `gil_trace_start` is recording into this file.
-    Trace(TraceSession),
+/// A trace in progress: its hook on the lock and the file it goes to.
+pub(crate) struct Tracing {
+    pub(crate) hook: HookId,
+    pub(crate) session: TraceSession,
 }
 
 impl gil_t {
-    pub(crate) fn hook_owner(&self) -> MutexGuard<'_, HookOwner> {
+    pub(crate) fn tracing(&self) -> MutexGuard<'_, Option<Tracing>> {
         // Nothing under this mutex can be left half-changed by a panic.
-        self.hook.lock().unwrap_or_else(PoisonError::into_inner)
+        self.trace.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `GIL_ERR_REENTRANT` inside one of this lock's callbacks: the hook
-    /// owner's mutex may be held by a thread that waits for that callback
-    /// to end (`gil_set_event_hook` does).
+    /// `GIL_ERR_REENTRANT` inside one of this lock's callbacks: the trace's
+    /// mutex may be held by a thread that waits for that callback to end
+    /// (`gil_trace_stop` does).
     pub(crate) fn check_not_in_callback(&self) -> Result<(), gil_result_t> {
         if self.gil.in_callback() {
             Err(GIL_ERR_REENTRANT)
@@ -119,7 +115,7 @@ pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut
         let gil = Gil::new(builder).map_err(map_err)?;
         let boxed = Box::into_raw(Box::new(gil_t {
             gil,
-            hook: Mutex::new(HookOwner::None),
+            trace: Mutex::new(None),
         }));
         // SAFETY: checked non-NULL above; valid for writes by the contract.
         unsafe { gil_out.write(boxed) };
@@ -308,8 +304,8 @@ pub unsafe extern "C" fn gil_set_switch_interval(gil: *mut gil_t, us: u64) -> gi
 
 /// In the child after `fork()`: makes the lock fresh and held by `token`
 /// (the forking thread), forgetting every other thread; counters restart.
-/// A C event hook stays installed; a running trace is dropped unwritten
-/// (its file belongs to the parent). Call it in the child before any other
+/// Event hooks stay installed; a running trace is dropped unwritten (its
+/// file belongs to the parent; the child may start its own). Call it in the child before any other
 /// call on the lock and before the child starts any thread. Does not block.
 ///
 /// # Safety
@@ -322,19 +318,15 @@ pub unsafe extern "C" fn gil_reinit_after_fork(gil: *mut gil_t, token: *mut c_vo
         // SAFETY: non-NULL means live by this function's contract, and no
         // other thread uses it: the exclusive borrow is sound.
         let handle = unsafe { gil.as_mut() }.ok_or(GIL_ERR_NULL_ARGUMENT)?;
-        // A parent thread may have held the hook owner's mutex (or the
+        // A parent thread may have held the trace's mutex (or the
         // tracer's) when it forked: neither can be locked here again.
         // Replace the one, read the old one without locking it.
-        let old = std::mem::replace(&mut handle.hook, Mutex::new(HookOwner::None));
-        let owner = old.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let old = std::mem::replace(&mut handle.trace, Mutex::new(None));
+        let tracing = old.into_inner().unwrap_or_else(PoisonError::into_inner);
         handle.gil.reinit_after_fork(token);
-        match owner {
-            HookOwner::None => {}
-            HookOwner::C => *handle.hook_owner() = HookOwner::C,
-            HookOwner::Trace(session) => {
-                handle.gil.set_event_hook(None).map_err(map_err)?;
-                session.discard_after_fork();
-            }
+        if let Some(Tracing { hook, session }) = tracing {
+            handle.gil.remove_event_hook(hook).map_err(map_err)?;
+            session.discard_after_fork();
         }
         Ok(())
     })

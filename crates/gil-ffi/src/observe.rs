@@ -82,8 +82,8 @@ pub struct gil_histograms_t {
 /// `sizeof(gil_histograms_t)` in 0.1's header: up to and including `hold`.
 const HISTOGRAMS_V1_SIZE: usize = std::mem::offset_of!(gil_histograms_t, wait_fine);
 
-/// The C hook and its user data, callable from any thread (the caller of
-/// `gil_set_event_hook` promises that, see `gil_event_cb`).
+/// A C hook and its user data, callable from any thread (the caller of
+/// `gil_add_event_hook` promises that, see `gil_event_cb`).
 pub(crate) struct EventCallback {
     callback: unsafe extern "C" fn(*mut c_void, *const gil_event_t),
     user_data: *mut c_void,
@@ -118,12 +118,113 @@ impl EventCallback {
     }
 }
 
-/// Installs `callback` (with `user_data`) as the lock's event hook,
-/// replacing any hook; a NULL callback removes it. Returns once no thread is
-/// still inside the hook it replaced, so the caller may free that hook's
-/// user data. `GIL_ERR_BUSY` while a trace is running (`gil_trace_start`),
-/// which uses the same hook. `GIL_ERR_REENTRANT` from inside one of the
-/// lock's callbacks (it would wait for itself). Any thread.
+/// A set of `GIL_EVENT_MASK_*` bits: which events a hook wants.
+pub type gil_event_mask_t = u32;
+/// `GIL_EVENT_WAIT_START` events.
+pub const GIL_EVENT_MASK_WAIT_START: gil_event_mask_t = 1 << 0;
+/// `GIL_EVENT_ACQUIRED` events.
+pub const GIL_EVENT_MASK_ACQUIRED: gil_event_mask_t = 1 << 1;
+/// `GIL_EVENT_RELEASED` events with `GIL_RELEASE_VOLUNTARY`.
+pub const GIL_EVENT_MASK_RELEASED_VOLUNTARY: gil_event_mask_t = 1 << 2;
+/// `GIL_EVENT_RELEASED` events with `GIL_RELEASE_FORCED`.
+pub const GIL_EVENT_MASK_RELEASED_FORCED: gil_event_mask_t = 1 << 3;
+/// `GIL_EVENT_RELEASED` events with `GIL_RELEASE_FINAL`.
+pub const GIL_EVENT_MASK_RELEASED_FINAL: gil_event_mask_t = 1 << 4;
+/// `GIL_EVENT_RELEASED` events, whatever the reason.
+pub const GIL_EVENT_MASK_RELEASED: gil_event_mask_t = 0b111 << 2;
+/// `GIL_EVENT_DROP_REQUESTED` events.
+pub const GIL_EVENT_MASK_DROP_REQUESTED: gil_event_mask_t = 1 << 5;
+/// `GIL_EVENT_FORCED_SWITCH` events.
+pub const GIL_EVENT_MASK_FORCED_SWITCH: gil_event_mask_t = 1 << 6;
+/// `GIL_EVENT_LAZY_TAKEOVER` events.
+pub const GIL_EVENT_MASK_LAZY_TAKEOVER: gil_event_mask_t = 1 << 7;
+/// Every event.
+pub const GIL_EVENT_MASK_ALL: gil_event_mask_t = 0xff;
+
+// The C values are the Rust ones (literals, so cbindgen can write them).
+const _: () = assert!(
+    GIL_EVENT_MASK_WAIT_START == EventMask::WAIT_START.bits()
+        && GIL_EVENT_MASK_ACQUIRED == EventMask::ACQUIRED.bits()
+        && GIL_EVENT_MASK_RELEASED_VOLUNTARY == EventMask::RELEASED_VOLUNTARY.bits()
+        && GIL_EVENT_MASK_RELEASED_FORCED == EventMask::RELEASED_FORCED.bits()
+        && GIL_EVENT_MASK_RELEASED_FINAL == EventMask::RELEASED_FINAL.bits()
+        && GIL_EVENT_MASK_RELEASED == EventMask::RELEASED.bits()
+        && GIL_EVENT_MASK_DROP_REQUESTED == EventMask::DROP_REQUESTED.bits()
+        && GIL_EVENT_MASK_FORCED_SWITCH == EventMask::FORCED_SWITCH.bits()
+        && GIL_EVENT_MASK_LAZY_TAKEOVER == EventMask::LAZY_TAKEOVER.bits()
+        && GIL_EVENT_MASK_ALL == EventMask::ALL.bits()
+);
+
+/// The handle of a hook added with `gil_add_event_hook`; never 0.
+pub type gil_hook_id_t = u64;
+
+impl EventCallback {
+    fn into_hook(self) -> gil_core::EventHook {
+        Arc::new(move |e: &Event| self.call(e))
+    }
+}
+
+/// Adds `callback` (with `user_data`) as an event hook of the lock for the
+/// events in `mask` (`GIL_EVENT_MASK_*` bits), beside any hooks and trace
+/// already running: each event goes to every hook that wants it, in the
+/// order they were added. `*id_out` = the handle that removes it
+/// (`gil_remove_event_hook`). `GIL_ERR_NULL_ARGUMENT` for a NULL callback
+/// or `id_out`; `GIL_ERR_INVALID_ARGUMENT` for a mask that is 0 or has bits
+/// outside `GIL_EVENT_MASK_ALL`; `GIL_ERR_REENTRANT` from inside one of the
+/// lock's callbacks. Nothing changes on error. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `callback`, if not NULL, follows
+/// `gil_event_cb`'s contract with `user_data`; `id_out` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_add_event_hook(
+    gil: *mut gil_t,
+    callback: gil_event_cb,
+    user_data: *mut c_void,
+    mask: gil_event_mask_t,
+    id_out: *mut gil_hook_id_t,
+) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        let callback = callback.ok_or(GIL_ERR_NULL_ARGUMENT)?;
+        if id_out.is_null() {
+            return Err(GIL_ERR_NULL_ARGUMENT);
+        }
+        let mask = EventMask::from_bits(mask).ok_or(GIL_ERR_INVALID_ARGUMENT)?;
+        let hook = EventCallback { callback, user_data }.into_hook();
+        let id = gil.add_event_hook(hook, mask).map_err(map_err)?;
+        // SAFETY: non-NULL, writable by this function's contract.
+        unsafe { id_out.write(id.get()) };
+        Ok(())
+    })
+}
+
+/// Removes the hook `id` (from `gil_add_event_hook`). Returns once no
+/// thread is still inside it, so the caller may free its user data.
+/// `GIL_ERR_UNKNOWN_HOOK` if no such hook is installed (e.g. removed
+/// already); `GIL_ERR_REENTRANT` from inside one of the lock's callbacks (it
+/// would wait for itself). Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock.
+#[no_mangle]
+pub unsafe extern "C" fn gil_remove_event_hook(gil: *mut gil_t, id: gil_hook_id_t) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        gil.remove_event_hook(HookId::from_raw(id)).map_err(map_err)
+    })
+}
+
+/// Installs `callback` (with `user_data`) as the lock's replaceable event
+/// hook for every event, replacing the one an earlier call installed; a
+/// NULL callback removes it. Hooks added with `gil_add_event_hook` and a
+/// running trace are left alone. Returns once no thread is still inside the
+/// hook it replaced, so the caller may free that hook's user data.
+/// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks (it would
+/// wait for itself). Any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `callback`, if not NULL, follows
@@ -136,19 +237,9 @@ pub unsafe extern "C" fn gil_set_event_hook(
 ) -> gil_result_t {
     guard_result(|| {
         // SAFETY: forwarded from this function's contract.
-        let handle = unsafe { handle_ref(gil) }?;
-        handle.check_not_in_callback()?;
-        let mut owner = handle.hook_owner();
-        if matches!(*owner, HookOwner::Trace(_)) {
-            return Err(GIL_ERR_BUSY);
-        }
-        let hook = callback.map(|callback| {
-            let cb = EventCallback { callback, user_data };
-            Arc::new(move |e: &Event| cb.call(e)) as gil_core::EventHook
-        });
-        handle.gil.set_event_hook(hook.clone()).map_err(map_err)?;
-        *owner = if hook.is_some() { HookOwner::C } else { HookOwner::None };
-        Ok(())
+        let gil = unsafe { lock_ref(gil) }?;
+        let hook = callback.map(|callback| EventCallback { callback, user_data }.into_hook());
+        gil.set_event_hook(hook).map_err(map_err)
     })
 }
 

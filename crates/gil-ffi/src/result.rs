@@ -27,8 +27,8 @@ pub enum gil_result_t {
     GIL_ERR_PANIC = 6,
     /// `gil_acquire_or_abort` gave up because its callback said so.
     GIL_ERR_ABORTED = 7,
-    /// An enum-like argument (a release reason, a policy) out of range, or a
-    /// `gil_counters_t` with a bad `struct_size`.
+    /// An enum-like argument (a release reason, a policy, an event mask)
+    /// out of range, or a struct with a bad `struct_size`.
     GIL_ERR_INVALID_ARGUMENT = 8,
     /// `gil_policy_from_name` does not know the name.
     GIL_ERR_UNKNOWN_POLICY = 9,
@@ -45,12 +45,15 @@ pub enum gil_result_t {
     GIL_ERR_REENTRANT = 12,
     /// `gil_config_preset` does not know the name.
     GIL_ERR_UNKNOWN_PRESET = 13,
+    /// `gil_remove_event_hook` of a handle that names no hook installed on
+    /// the lock (e.g. removed already).
+    GIL_ERR_UNKNOWN_HOOK = 14,
 }
 pub use gil_result_t::*;
 
 impl gil_result_t {
     /// Every code, for turning a number back into one.
-    pub(crate) const ALL: [gil_result_t; 14] = [
+    pub(crate) const ALL: [gil_result_t; 15] = [
         GIL_OK,
         GIL_ERR_NULL_ARGUMENT,
         GIL_ERR_NOT_HOLDER,
@@ -65,6 +68,7 @@ impl gil_result_t {
         GIL_ERR_NOT_TRACING,
         GIL_ERR_REENTRANT,
         GIL_ERR_UNKNOWN_PRESET,
+        GIL_ERR_UNKNOWN_HOOK,
     ];
 
     /// The code numbered `n`, if there is one.
@@ -89,6 +93,7 @@ impl gil_result_t {
             GIL_ERR_NOT_TRACING => c"no trace is running on this lock",
             GIL_ERR_REENTRANT => c"called from inside one of the lock's own callbacks",
             GIL_ERR_UNKNOWN_PRESET => c"unknown preset name",
+            GIL_ERR_UNKNOWN_HOOK => c"no such event hook is installed on this lock",
         }
     }
 }
@@ -117,6 +122,8 @@ pub(crate) fn map_err(e: GilError) -> gil_result_t {
         GilError::Busy => GIL_ERR_BUSY,
         GilError::Aborted => GIL_ERR_ABORTED,
         GilError::Reentrant => GIL_ERR_REENTRANT,
+        GilError::InvalidEventMask(_) => GIL_ERR_INVALID_ARGUMENT,
+        GilError::UnknownHook(_) => GIL_ERR_UNKNOWN_HOOK,
         _ => GIL_ERR_PANIC,
     }
 }

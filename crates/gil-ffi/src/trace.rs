@@ -10,10 +10,10 @@ use super::*;
 /// `GIL_ERR_IO`, not at the end. `title` (may be NULL; not UTF-8 is shown
 /// with replacement characters) heads the picture.
 /// At most `max_events` events are kept (0: about a million); a trace that
-/// fills up ends at the first event that did not fit. `GIL_ERR_BUSY` if a
-/// trace is already running or a C hook is installed (`gil_set_event_hook`):
-/// a trace uses the lock's event hook. `GIL_ERR_REENTRANT` from inside one
-/// of the lock's callbacks. Any thread.
+/// fills up ends at the first event that did not fit. The trace is an
+/// event hook of its own: event hooks added by the host keep running
+/// beside it. `GIL_ERR_BUSY` if a trace is already running on the lock.
+/// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `path` is NULL or a NUL-terminated string;
@@ -41,8 +41,8 @@ pub unsafe extern "C" fn gil_trace_start(
         };
         TraceFormat::from_path(path).ok_or(GIL_ERR_INVALID_ARGUMENT)?;
         handle.check_not_in_callback()?;
-        let mut owner = handle.hook_owner();
-        if !matches!(*owner, HookOwner::None) {
+        let mut tracing = handle.tracing();
+        if tracing.is_some() {
             return Err(GIL_ERR_BUSY);
         }
         let session = TraceSession::create(path, max_events).map_err(|e| match e.kind() {
@@ -52,11 +52,11 @@ pub unsafe extern "C" fn gil_trace_start(
         if let Some(t) = title {
             session.tracer().set_title(t);
         }
-        handle
+        let hook = handle
             .gil
-            .set_event_hook(Some(session.tracer().hook()))
+            .add_event_hook(session.tracer().hook(), EventMask::ALL)
             .map_err(map_err)?;
-        *owner = HookOwner::Trace(session);
+        *tracing = Some(Tracing { hook, session });
         Ok(())
     })
 }
@@ -82,12 +82,12 @@ pub unsafe extern "C" fn gil_trace_name_thread(
         // SAFETY: forwarded from this function's contract.
         let name = unsafe { c_str_lossy(name) }?;
         handle.check_not_in_callback()?;
-        match &*handle.hook_owner() {
-            HookOwner::Trace(session) => {
-                session.tracer().name_thread(token, name);
+        match &*handle.tracing() {
+            Some(t) => {
+                t.session.tracer().name_thread(token, name);
                 Ok(())
             }
-            _ => Err(GIL_ERR_NOT_TRACING),
+            None => Err(GIL_ERR_NOT_TRACING),
         }
     })
 }
@@ -106,12 +106,12 @@ pub unsafe extern "C" fn gil_trace_stop(gil: *mut gil_t, events_out: *mut u64) -
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
         handle.check_not_in_callback()?;
-        let mut owner = handle.hook_owner();
-        let HookOwner::Trace(session) = std::mem::replace(&mut *owner, HookOwner::None) else {
+        let mut tracing = handle.tracing();
+        let Some(Tracing { hook, session }) = tracing.take() else {
             return Err(GIL_ERR_NOT_TRACING);
         };
-        handle.gil.set_event_hook(None).map_err(map_err)?;
-        drop(owner);
+        handle.gil.remove_event_hook(hook).map_err(map_err)?;
+        drop(tracing);
         let events = session.finish().map_err(|_| GIL_ERR_IO)?;
         if !events_out.is_null() {
             // SAFETY: non-NULL, writable by this function's contract.

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use super::room::Slow;
 use super::word::{INSTR, LOCKED};
 use super::Gil;
+use crate::accounting::Accounts;
 use crate::class::ThreadClass;
 use crate::Token;
 
@@ -29,13 +30,33 @@ fn retire(old: *mut Slow) {
     }
 }
 
+/// Every `Accounts` replaced after a fork, kept like `RETIRED` (a parent
+/// thread may have held one of its mutexes).
+static RETIRED_ACCOUNTS: std::sync::atomic::AtomicPtr<Accounts> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+fn retire_accounts(old: *mut Accounts) {
+    // SAFETY: `old` came from `Box::into_raw` and is never freed (it is only
+    // ever put on this list), so it stays valid for the process's life.
+    let entry = unsafe { &*old };
+    let mut head = RETIRED_ACCOUNTS.load(Relaxed);
+    loop {
+        entry.next_retired.store(head, Relaxed);
+        match RETIRED_ACCOUNTS.compare_exchange_weak(head, old, Release, Relaxed) {
+            Ok(_) => return,
+            Err(now) => head = now,
+        }
+    }
+}
+
 impl Gil {
     /// In a child process after `fork()`: makes this a freshly initialised
     /// lock held by `token` (the forking thread); every other thread is
     /// forgotten, counters restart (at one acquisition and one switch, as
     /// CPython's `recreate_gil` + `take_gil`). Interval, policy, callback and
-    /// event hook are kept (a hook that takes locks of its own must cope
-    /// with a fork: a thread of the parent may have held them).
+    /// event hooks are kept (a hook that takes locks of its own must cope
+    /// with a fork: a thread of the parent may have held them), and so are
+    /// the observers' switches; per-thread accounting starts afresh.
     ///
     /// Call it only where no other thread can touch the lock — in the child,
     /// before starting threads. Elsewhere it breaks mutual exclusion (it is
@@ -52,6 +73,8 @@ impl Gil {
         // The old `Slow` is deliberately kept forever, see above.
         retire(self.inner.slow.swap(fresh, AcqRel));
         self.inner.hook.reset_after_fork();
+        let accounts = Box::into_raw(Box::new(Accounts::new()));
+        retire_accounts(self.inner.accounts.swap(accounts, std::sync::atomic::Ordering::AcqRel));
         self.inner.drop_request.store(false, Relaxed);
         for c in [
             &self.inner.drop_requests,

@@ -40,12 +40,13 @@ pub use monitor::monitor_wakeups;
 use self::lazy::Lazy;
 use self::room::Slow;
 use self::word::{Hot, INSTR, LOCKED, SYSCALL, WAITERS};
+use crate::accounting::Accounts;
 use crate::class::{self, ThreadClass};
 use crate::config::{
     check_laps, check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback,
     DEFAULT_SWITCH_INTERVAL_US,
 };
-use crate::events::HookSlot;
+use crate::events::HookList;
 use crate::policy;
 use crate::reason::ReleaseReason;
 use crate::stats::Histogram;
@@ -122,7 +123,11 @@ struct Inner {
     on_drop_request: Option<DropRequestCallback>,
     /// Always a valid `Box<Slow>` from `Box::into_raw`; freed only in `Drop`.
     slow: AtomicPtr<Slow>,
-    hook: HookSlot,
+    hook: HookList,
+    /// Per-thread accounting. Always a valid `Box<Accounts>` from
+    /// `Box::into_raw`; replaced (the old one leaked) after a fork, freed
+    /// only in `Drop`.
+    accounts: std::sync::atomic::AtomicPtr<Accounts>,
     wait_hist: Histogram,
     hold_hist: Histogram,
     /// Serialises changes of `Hot::instr` and the `INSTR` bit.
@@ -160,7 +165,8 @@ impl Gil {
                 laps,
                 on_drop_request: config.on_drop_request,
                 slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
-                hook: HookSlot::new(),
+                hook: HookList::new(),
+                accounts: std::sync::atomic::AtomicPtr::new(Box::into_raw(Box::new(Accounts::new()))),
                 wait_hist: Histogram::new(),
                 hold_hist: Histogram::new(),
                 observers: std::sync::Mutex::new(()),
@@ -538,6 +544,16 @@ impl Gil {
         unsafe { &*ptr }
     }
 
+    fn accounts(&self) -> &Accounts {
+        let ptr = self.inner.accounts.load(std::sync::atomic::Ordering::Acquire);
+        // SAFETY:
+        // - `accounts` always holds a pointer from `Box::into_raw` (set in
+        //   `new` and `reinit_after_fork`);
+        // - a replaced box is leaked, never freed, and the current one is
+        //   freed only in `Drop`, which cannot run while `&self` lives.
+        unsafe { &*ptr }
+    }
+
     /// This lock's identity for per-thread class memory.
     fn id(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
@@ -569,6 +585,9 @@ impl Drop for Inner {
         // SAFETY:
         // - `ptr` came from `Box::into_raw` and is freed only here;
         // - `&mut self` means no thread is inside a method using it.
+        drop(unsafe { Box::from_raw(ptr) });
+        let ptr = *self.accounts.get_mut();
+        // SAFETY: as for `slow`.
         drop(unsafe { Box::from_raw(ptr) });
     }
 }

@@ -1,4 +1,4 @@
-//! Observers: the event hook and the wait/hold histograms. With neither on,
+//! Observers: the event hooks and the wait/hold histograms. With neither on,
 //! the fast paths never get here (the `INSTR` bit of the lock word, see
 //! `word.rs`); with one on, acquisitions and releases report themselves
 //! here, and every callback runs marked as inside the lock (`callbacks.rs`).
@@ -8,21 +8,68 @@ use std::time::Instant;
 
 use super::word::INSTR;
 use super::{bump, saturating_nanos, Gil};
-use crate::events::{now_ns, Event, EventHook, EventKind};
+use crate::accounting::Release;
+use crate::events::{now_ns, Event, EventHook, EventKind, EventMask, HookId};
 use crate::reason::ReleaseReason;
 use crate::stats::Histograms;
+use crate::ThreadStats;
 use crate::{GilError, Token};
 
 /// `Hot::instr`: an event hook is installed.
 pub(super) const INSTR_HOOK: u8 = 1;
 /// `Hot::instr`: histograms are on.
 pub(super) const INSTR_HIST: u8 = 2;
+/// `Hot::instr`: per-thread accounting is on.
+pub(super) const INSTR_ACCT: u8 = 4;
 
 impl Gil {
-    /// Installs `hook` (or, with `None`, removes the current one). Returns
-    /// once no thread is still running the hook it replaced, so whatever that
-    /// hook used may be freed. See [`events`](crate::events) for where hooks
-    /// run.
+    /// Adds `hook` for the kinds of event in `mask`, beside any hooks
+    /// already installed, and returns the handle that removes it. See
+    /// [`events`](crate::events) for where hooks run.
+    ///
+    /// # Errors
+    /// [`GilError::InvalidEventMask`] for an empty mask (a hook that would
+    /// see nothing is a mistake); [`GilError::Reentrant`] from inside one of
+    /// this lock's callbacks. Nothing changes.
+    pub fn add_event_hook(&self, hook: EventHook, mask: EventMask) -> Result<HookId, GilError> {
+        if mask.is_empty() {
+            return Err(GilError::InvalidEventMask(0));
+        }
+        if self.in_callback() {
+            return Err(GilError::Reentrant);
+        }
+        // Flag first: an emitter that sees the flag before the hook just
+        // finds the list without it.
+        self.set_instr(INSTR_HOOK, true);
+        Ok(self.inner.hook.add(hook, mask))
+    }
+
+    /// Removes the hook `id` added with [`add_event_hook`](Self::add_event_hook).
+    /// Returns once no thread is still running it, so whatever it used may
+    /// be freed.
+    ///
+    /// # Errors
+    /// [`GilError::UnknownHook`] if no such hook is installed (e.g. it was
+    /// removed already); [`GilError::Reentrant`] from inside one of this
+    /// lock's callbacks (it would wait for itself to leave the hook).
+    /// Nothing changes.
+    pub fn remove_event_hook(&self, id: HookId) -> Result<(), GilError> {
+        if self.in_callback() {
+            return Err(GilError::Reentrant);
+        }
+        if !self.inner.hook.remove(id) {
+            return Err(GilError::UnknownHook(id.get()));
+        }
+        self.hooks_changed();
+        Ok(())
+    }
+
+    /// Installs `hook` for every kind of event (or, with `None`, removes
+    /// it), replacing the hook installed by an earlier call of this method
+    /// and leaving hooks added with [`add_event_hook`](Self::add_event_hook)
+    /// alone. Returns once no thread is still running the hook it replaced,
+    /// so whatever that hook used may be freed. See
+    /// [`events`](crate::events) for where hooks run.
     ///
     /// # Errors
     /// [`GilError::Reentrant`] from inside one of this lock's callbacks (it
@@ -31,22 +78,34 @@ impl Gil {
         if self.in_callback() {
             return Err(GilError::Reentrant);
         }
-        let on = hook.is_some();
-        // Flag first when installing (an emitter that sees the flag but not
-        // yet the hook just finds the slot empty), slot first when removing.
-        if on {
+        if hook.is_some() {
             self.set_instr(INSTR_HOOK, true);
         }
-        self.inner.hook.set(hook);
-        if !on {
-            self.set_instr(INSTR_HOOK, false);
-        }
+        self.inner.hook.set_replaceable(hook);
+        self.hooks_changed();
         Ok(())
     }
 
-    /// Whether an event hook is installed.
+    /// Whether any event hook is installed.
     pub fn has_event_hook(&self) -> bool {
         self.inner.hook.is_set()
+    }
+
+    /// How many event hooks are installed.
+    pub fn event_hooks(&self) -> usize {
+        self.inner.hook.len()
+    }
+
+    /// After a removal: the hook flag goes down with the last hook.
+    fn hooks_changed(&self) {
+        let _serial = self
+            .inner
+            .observers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !self.inner.hook.is_set() {
+            self.set_instr_locked(INSTR_HOOK, false);
+        }
     }
 
     /// Turns the wait-time and hold-time histograms on or off. Turning them
@@ -75,6 +134,45 @@ impl Gil {
         self.inner.hold_hist.reset();
     }
 
+    /// Turns per-thread accounting on or off (see [`accounting`](crate::accounting)).
+    /// Turning it on does not clear what was recorded before; records made
+    /// while it was off are not updated meanwhile.
+    pub fn set_thread_stats(&self, on: bool) {
+        self.set_instr(INSTR_ACCT, on);
+    }
+
+    /// Whether per-thread accounting is on.
+    pub fn thread_stats_enabled(&self) -> bool {
+        self.inner.hot.instr.load(Relaxed) & INSTR_ACCT != 0
+    }
+
+    /// `token`'s accounting: its current record, or if it has made its
+    /// final release, its last one (while kept, see
+    /// [`accounting::ENDED_KEPT`](crate::accounting::ENDED_KEPT)). `None` if
+    /// the token has had no event while accounting was on.
+    pub fn thread_stats(&self, token: Token) -> Option<ThreadStats> {
+        self.accounts().thread(token, now_ns())
+    }
+
+    /// Every thread's accounting: the live records and the kept ended
+    /// ones, in the order they began.
+    pub fn all_thread_stats(&self) -> Vec<ThreadStats> {
+        self.accounts().all(now_ns())
+    }
+
+    /// Attaches a number of the host's to `token`'s accounting record
+    /// (CPython: the thread's ident), to tell threads apart after they end.
+    /// Makes the record if the token has none; the next life of the token
+    /// starts without it.
+    pub fn tag_thread(&self, token: Token, tag: u64) {
+        self.accounts().tag(token, tag, now_ns());
+    }
+
+    /// Names `token`'s accounting record (see [`tag_thread`](Self::tag_thread)).
+    pub fn name_thread(&self, token: Token, name: impl Into<String>) {
+        self.accounts().name(token, name.into(), now_ns());
+    }
+
     /// Turns an `INSTR_*` bit on or off, and `state`'s `INSTR` bit with it.
     fn set_instr(&self, bit: u8, on: bool) {
         let _serial = self
@@ -82,6 +180,11 @@ impl Gil {
             .observers
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.set_instr_locked(bit, on);
+    }
+
+    /// `set_instr` with `observers` held.
+    fn set_instr_locked(&self, bit: u8, on: bool) {
         let hot = &*self.inner.hot;
         if on {
             hot.instr.fetch_or(bit, Relaxed);
@@ -101,11 +204,11 @@ impl Gil {
         self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0
     }
 
-    /// Reports an event to the hook, if one is installed, as a callback of
-    /// this lock (see [`Gil::in_callback`]).
-    pub(super) fn emit(&self, event: impl FnOnce() -> Event) {
+    /// Reports an event of `kind` to the hooks that want it, as a callback
+    /// of this lock (see [`Gil::in_callback`]).
+    pub(super) fn emit(&self, kind: EventKind, event: impl FnOnce() -> Event) {
         let _inside = self.enter_callback();
-        self.inner.hook.emit(event);
+        self.inner.hook.emit(kind, event);
     }
 
     /// Observers' share of an acquisition on a path that is not the fast
@@ -124,8 +227,11 @@ impl Gil {
         if instr & INSTR_HIST != 0 {
             self.inner.hot.acquired_at.store(now, Relaxed);
         }
+        if instr & INSTR_ACCT != 0 {
+            self.accounts().acquired(token, now);
+        }
         if instr & INSTR_HOOK != 0 {
-            self.emit(|| Event {
+            self.emit(EventKind::Acquired, || Event {
                 kind: EventKind::Acquired,
                 token,
                 other: None,
@@ -145,11 +251,61 @@ impl Gil {
                 self.inner.hold_hist.record(now.saturating_sub(since));
             }
         }
+        if instr & INSTR_ACCT != 0 {
+            let how = match reason {
+                ReleaseReason::Voluntary => Release::Voluntary,
+                ReleaseReason::Forced => Release::Forced,
+                ReleaseReason::Final => Release::Final,
+            };
+            self.accounts().released(token, how, now);
+        }
         if instr & INSTR_HOOK != 0 {
-            self.emit(|| Event {
+            self.emit(EventKind::Released(reason), || Event {
                 kind: EventKind::Released(reason),
                 token,
                 other: None,
+                time_ns: now,
+            });
+        }
+    }
+
+    /// Reports that `token` started waiting (called once it is in the
+    /// waiting room).
+    pub(super) fn observe_wait_start(&self, token: Token) {
+        let instr = self.inner.hot.instr.load(Relaxed);
+        if instr & (INSTR_HOOK | INSTR_ACCT) == 0 {
+            return;
+        }
+        let now = now_ns();
+        if instr & INSTR_ACCT != 0 {
+            self.accounts().wait_start(token, now);
+        }
+        if instr & INSTR_HOOK != 0 {
+            self.emit(EventKind::WaitStart, || Event {
+                kind: EventKind::WaitStart,
+                token,
+                other: None,
+                time_ns: now,
+            });
+        }
+    }
+
+    /// Reports a fresh drop request on `asked` (the holder) by the waiter
+    /// `by` (`None`: the monitor thread).
+    pub(super) fn observe_drop_request(&self, asked: Token, by: Option<Token>) {
+        let instr = self.inner.hot.instr.load(Relaxed);
+        if instr & (INSTR_HOOK | INSTR_ACCT) == 0 {
+            return;
+        }
+        let now = now_ns();
+        if instr & INSTR_ACCT != 0 {
+            self.accounts().drop_requested(asked, by, now);
+        }
+        if instr & INSTR_HOOK != 0 {
+            self.emit(EventKind::DropRequested, || Event {
+                kind: EventKind::DropRequested,
+                token: asked,
+                other: by,
                 time_ns: now,
             });
         }
@@ -169,7 +325,9 @@ impl Gil {
     pub(super) fn observe_takeover(&self, to: Option<Token>) {
         if self.hooked() {
             if let Some(from) = Token::new(self.inner.hot.syscall_owner.load(Relaxed)) {
-                self.emit(|| Event::now(EventKind::LazyTakeover, from, to));
+                self.emit(EventKind::LazyTakeover, || {
+                    Event::now(EventKind::LazyTakeover, from, to)
+                });
             }
         }
     }

@@ -196,9 +196,7 @@ impl Gil {
         // Acquire: pairs with the previous releaser's Release, so `owner`
         // reads below see its clearing store, hence 0 or the current holder.
         self.inner.hot.state.fetch_or(WAITERS, Acquire);
-        if self.hooked() {
-            self.emit(|| Event::now(EventKind::WaitStart, token, None));
-        }
+        self.observe_wait_start(token);
         Waiter {
             token,
             class,
@@ -373,11 +371,11 @@ impl Gil {
             bump(&self.inner.drop_requests, 1);
         }
         let owner = Token::new(self.inner.hot.owner.load(Relaxed));
-        if fresh && self.hooked() {
+        if fresh && self.inner.hot.instr.load(Relaxed) != 0 {
             // Without an owner the holder is letting go right now (it cleared
             // `owner` and waits for the mutex): the request is its.
             if let Some(asked) = owner.or_else(|| Token::new(self.inner.hot.last_holder.load(Relaxed))) {
-                self.emit(|| Event::now(EventKind::DropRequested, asked, by));
+                self.observe_drop_request(asked, by);
             }
         }
         // No owner: the holder is letting go (see above), or it is the
@@ -540,7 +538,9 @@ impl Gil {
             bump(&self.inner.forced_switches, 1);
             if self.hooked() {
                 let to = Token::new(self.inner.hot.last_holder.load(Relaxed));
-                self.emit(|| Event::now(EventKind::ForcedSwitch, token, to));
+                self.emit(EventKind::ForcedSwitch, || {
+                    Event::now(EventKind::ForcedSwitch, token, to)
+                });
             }
         }
     }

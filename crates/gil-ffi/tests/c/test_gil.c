@@ -726,14 +726,13 @@ static void test_traces(void) {
     CHECK_RESULT(gil_trace_name_thread(gil, &token, "x"), GIL_ERR_NOT_TRACING);
     static struct event_log log;
     pthread_mutex_init(&log.mutex, NULL);
+    log.n = 0;
+    /* A host's hook runs beside the trace. */
     CHECK_RESULT(gil_set_event_hook(gil, record_event, &log), GIL_OK);
-    CHECK_RESULT(gil_trace_start(gil, json, NULL, 0), GIL_ERR_BUSY); /* the hook is taken */
-    CHECK_RESULT(gil_set_event_hook(gil, NULL, NULL), GIL_OK);
 
     /* A JSON trace of two spinners: a complete event per state stretch. */
     CHECK_RESULT(gil_trace_start(gil, json, "two \"spinners\"", 0), GIL_OK);
-    CHECK_RESULT(gil_trace_start(gil, svg, NULL, 0), GIL_ERR_BUSY);
-    CHECK_RESULT(gil_set_event_hook(gil, record_event, &log), GIL_ERR_BUSY);
+    CHECK_RESULT(gil_trace_start(gil, svg, NULL, 0), GIL_ERR_BUSY); /* one trace at a time */
     struct spinner sp[2] = {{gil, 3, 0}, {gil, 3, 0}};
     CHECK_RESULT(gil_trace_name_thread(gil, &sp[0], "first <spinner>"), GIL_OK);
     CHECK_RESULT(gil_trace_name_thread(gil, NULL, "x"), GIL_ERR_NULL_ARGUMENT);
@@ -743,6 +742,10 @@ static void test_traces(void) {
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
     CHECK_RESULT(gil_trace_stop(gil, &events), GIL_OK);
     CHECK_RESULT(gil_trace_stop(gil, &events), GIL_ERR_NOT_TRACING);
+    CHECK_RESULT(gil_set_event_hook(gil, NULL, NULL), GIL_OK);
+    /* The host's hook saw what the trace saw (the spinners' events only:
+     * both were installed before the threads started). */
+    CHECK(log.n == events);
     gil_counters_t c;
     memset(&c, 0, sizeof c);
     c.struct_size = sizeof c;
@@ -782,6 +785,66 @@ static void test_traces(void) {
     unlink(json);
     unlink(svg);
     rmdir(dir);
+}
+
+/* Two hooks with their own masks, added and removed by handle. */
+static void test_several_hooks(void) {
+    gil_t *gil = new_gil(300, NULL, NULL);
+    static struct event_log all, acquired;
+    pthread_mutex_init(&all.mutex, NULL);
+    pthread_mutex_init(&acquired.mutex, NULL);
+    all.n = acquired.n = 0;
+    gil_hook_id_t id_all = 0, id_acq = 0, id = 0;
+
+    /* Bad input: nothing is installed. */
+    CHECK_RESULT(gil_add_event_hook(gil, record_event, &all, 0, &id), GIL_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(gil_add_event_hook(gil, record_event, &all, GIL_EVENT_MASK_ALL + 1, &id),
+                 GIL_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(gil_add_event_hook(gil, NULL, &all, GIL_EVENT_MASK_ALL, &id), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_add_event_hook(gil, record_event, &all, GIL_EVENT_MASK_ALL, NULL),
+                 GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_add_event_hook(NULL, record_event, &all, GIL_EVENT_MASK_ALL, &id),
+                 GIL_ERR_NULL_ARGUMENT);
+    CHECK(id == 0);
+    CHECK_RESULT(gil_remove_event_hook(gil, 12345), GIL_ERR_UNKNOWN_HOOK);
+
+    CHECK_RESULT(gil_add_event_hook(gil, record_event, &all, GIL_EVENT_MASK_ALL, &id_all), GIL_OK);
+    CHECK_RESULT(gil_add_event_hook(gil, record_event, &acquired, GIL_EVENT_MASK_ACQUIRED, &id_acq),
+                 GIL_OK);
+    CHECK(id_all != 0 && id_acq != 0 && id_all != id_acq);
+    struct spinner sp[2] = {{gil, 3, 0}, {gil, 3, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, spin_worker, &sp[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK_RESULT(gil_remove_event_hook(gil, id_acq), GIL_OK);
+    CHECK_RESULT(gil_remove_event_hook(gil, id_acq), GIL_ERR_UNKNOWN_HOOK); /* twice */
+    /* The first hook still runs alone. */
+    size_t before = all.n;
+    int me = 0;
+    CHECK_RESULT(gil_acquire(gil, &me), GIL_OK);
+    CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_FINAL), GIL_OK);
+    CHECK(all.n == before + 2);
+    CHECK_RESULT(gil_remove_event_hook(gil, id_all), GIL_OK);
+
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    CHECK_RESULT(gil_get_counters(gil, &c), GIL_OK);
+    /* The masked hook saw exactly the acquisitions of the spinners, and
+     * the same ones the other hook saw, in the same order. */
+    size_t n_acq_in_all = 0;
+    for (size_t i = 0; i < before; i++) {
+        if (all.events[i].kind != GIL_EVENT_ACQUIRED) continue;
+        CHECK(n_acq_in_all < acquired.n && acquired.events[n_acq_in_all].token == all.events[i].token &&
+              acquired.events[n_acq_in_all].time_ns == all.events[i].time_ns);
+        n_acq_in_all++;
+    }
+    CHECK(acquired.n == n_acq_in_all);
+    CHECK(acquired.n + 1 == c.acquisitions);
+    for (size_t i = 0; i < acquired.n; i++) CHECK(acquired.events[i].kind == GIL_EVENT_ACQUIRED);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    pthread_mutex_destroy(&all.mutex);
+    pthread_mutex_destroy(&acquired.mutex);
 }
 
 /* ---- fork ---------------------------------------------------------------- */
@@ -1107,6 +1170,7 @@ int main(void) {
         {"presets_and_policies", test_presets_and_policies},
         {"monitor_events_histograms", test_monitor_events_histograms},
         {"traces", test_traces},
+        {"several_hooks", test_several_hooks},
         {"fork_in_threaded_process", test_fork_in_threaded_process},
         {"reentrant_calls", test_reentrant_calls},
         {"fork_children_end", test_fork_children_end},

@@ -1,0 +1,463 @@
+//! Per-thread accounting: for each thread (token) of a lock, how long it
+//! waited for the lock, held it and was released around calls, how often
+//! it took the lock and was forced to drop it — what "which thread waits
+//! for the GIL, and for how long" needs, cheap enough to leave on.
+//!
+//! Turned on with [`Gil::set_thread_stats`](crate::Gil::set_thread_stats);
+//! off, it costs nothing (the lock word's `INSTR` bit stays down, as for the
+//! other observers). On, every acquisition and release reads the clock and
+//! updates the calling thread's own record: a few relaxed loads and stores,
+//! no lock and no shared cache line (each record is written only by the
+//! thread using its token; the record is found through a per-thread cache).
+//!
+//! A thread moves between three states, as in the traces
+//! ([`crate::trace::ThreadState`]): *holding* the lock, *waiting* for it (to
+//! get it, or in a forced release for someone else to take it), *in a call*
+//! (released voluntarily, not yet asking again). Time is charged to the
+//! state it was spent in; a snapshot includes the time in the current state
+//! up to the snapshot. Time before the thread's first event after
+//! accounting was turned on is not charged anywhere.
+//!
+//! A token's record ends with its final release and stays readable (the
+//! last [`ENDED_KEPT`] ended records are kept); a token that comes back
+//! after a final release (hosts reuse thread-state memory) starts a new
+//! record. Tokens are never dereferenced: a record outliving its host
+//! thread is only numbers.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use crate::Token;
+
+/// How many ended records a lock keeps for reading, oldest dropped first.
+pub const ENDED_KEPT: usize = 1024;
+
+/// One thread's accounting, as read by [`Gil::thread_stats`](crate::Gil::thread_stats).
+/// Each field is read without stopping the thread, so a snapshot of a busy
+/// thread is not atomic as a whole.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// The thread.
+    pub token: Token,
+    /// A number the host attached with [`Gil::tag_thread`](crate::Gil::tag_thread)
+    /// (CPython: the thread's ident), 0 if none.
+    pub tag: u64,
+    /// The name the host gave with [`Gil::name_thread`](crate::Gil::name_thread), if any.
+    pub name: Option<String>,
+    /// Whether the thread has not made its final release yet.
+    pub alive: bool,
+    /// When the record began (the token's first event after accounting was
+    /// turned on, or after its previous life ended), in
+    /// [`now_ns`](crate::now_ns) nanoseconds.
+    pub first_ns: u64,
+    /// When the final release ended it, if it did.
+    pub ended_ns: Option<u64>,
+    /// Time waiting for the lock: from asking for it to getting it, and in
+    /// forced releases until it was taken back.
+    pub wait_time: Duration,
+    /// Time holding the lock.
+    pub hold_time: Duration,
+    /// Time released voluntarily (around a blocking call) before asking
+    /// again.
+    pub call_time: Duration,
+    /// Times it took the lock.
+    pub acquisitions: u64,
+    /// Acquisitions that followed another thread's (switches to it).
+    pub switches_in: u64,
+    /// Acquisitions that had to wait.
+    pub waits: u64,
+    /// Releases forced by a drop request.
+    pub forced_releases: u64,
+    /// Drop requests it raised while waiting.
+    pub drop_requests_raised: u64,
+    /// Drop requests it received while holding the lock.
+    pub drop_requests_received: u64,
+}
+
+const NONE: u8 = 0;
+const HOLDING: u8 = 1;
+const WAITING: u8 = 2;
+const IN_CALL: u8 = 3;
+const ENDED: u8 = 4;
+
+/// One token's life. The state, its start and the time and event counters
+/// are written only by the thread using the token (single writer: a
+/// load and a store each); `received` and `raised` may be bumped by other
+/// threads and use read-modify-writes.
+struct Record {
+    token: usize,
+    state: AtomicU8,
+    since: AtomicU64,
+    first_ns: u64,
+    ended_ns: AtomicU64,
+    /// Indexed by state: nanoseconds charged to `HOLDING`, `WAITING`, `IN_CALL`.
+    ns: [AtomicU64; 4],
+    acquisitions: AtomicU64,
+    switches_in: AtomicU64,
+    waits: AtomicU64,
+    forced: AtomicU64,
+    raised: AtomicU64,
+    received: AtomicU64,
+    tag: AtomicU64,
+    name: Mutex<Option<String>>,
+}
+
+impl Record {
+    fn new(token: usize, now: u64) -> Record {
+        Record {
+            token,
+            state: AtomicU8::new(NONE),
+            since: AtomicU64::new(now),
+            first_ns: now,
+            ended_ns: AtomicU64::new(0),
+            ns: Default::default(),
+            acquisitions: AtomicU64::new(0),
+            switches_in: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+            forced: AtomicU64::new(0),
+            raised: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            tag: AtomicU64::new(0),
+            name: Mutex::new(None),
+        }
+    }
+
+    /// Moves to `state` at `now`, charging the time since the last move to
+    /// the state left.
+    fn enter(&self, state: u8, now: u64) {
+        let old = self.state.load(Relaxed);
+        let since = self.since.load(Relaxed);
+        if old != NONE && old != ENDED {
+            bump(&self.ns[old as usize], now.saturating_sub(since));
+        }
+        self.since.store(now, Relaxed);
+        self.state.store(state, Relaxed);
+    }
+
+    fn snapshot(&self, now: u64) -> ThreadStats {
+        let state = self.state.load(Relaxed);
+        let since = self.since.load(Relaxed);
+        let mut ns = [0u64; 4];
+        for (i, n) in self.ns.iter().enumerate() {
+            ns[i] = n.load(Relaxed);
+        }
+        if state != NONE && state != ENDED {
+            ns[state as usize] += now.saturating_sub(since);
+        }
+        let ended = self.ended_ns.load(Relaxed);
+        ThreadStats {
+            token: Token::new(self.token).expect("records are made for tokens"),
+            tag: self.tag.load(Relaxed),
+            name: self.name.lock().unwrap_or_else(PoisonError::into_inner).clone(),
+            alive: state != ENDED,
+            first_ns: self.first_ns,
+            ended_ns: (state == ENDED).then_some(ended),
+            wait_time: Duration::from_nanos(ns[WAITING as usize]),
+            hold_time: Duration::from_nanos(ns[HOLDING as usize]),
+            call_time: Duration::from_nanos(ns[IN_CALL as usize]),
+            acquisitions: self.acquisitions.load(Relaxed),
+            switches_in: self.switches_in.load(Relaxed),
+            waits: self.waits.load(Relaxed),
+            forced_releases: self.forced.load(Relaxed),
+            drop_requests_raised: self.raised.load(Relaxed),
+            drop_requests_received: self.received.load(Relaxed),
+        }
+    }
+}
+
+/// A counter with a single writer: a load and a store.
+#[inline]
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
+}
+
+/// What a release does to the releaser's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// Around a blocking call.
+    Voluntary,
+    /// On a drop request: waits for someone else to take the lock.
+    Forced,
+    /// The thread's last.
+    Final,
+}
+
+/// The records of one lock.
+pub(crate) struct Accounts {
+    /// Unique in the process (an address could be reused by a later lock
+    /// while threads still cache records of this one).
+    id: usize,
+    live: Mutex<HashMap<usize, Arc<Record>>>,
+    ended: Mutex<VecDeque<Arc<Record>>>,
+    /// The token of the last acquisition, for `switches_in` (acquisitions
+    /// are serialised by the lock itself).
+    last: AtomicUsize,
+    /// After a fork: the next on the list of replaced `Accounts`, kept for
+    /// the life of the process (see `Gil::reinit_after_fork`).
+    pub(crate) next_retired: std::sync::atomic::AtomicPtr<Accounts>,
+}
+
+/// How many (lock, token) records a thread caches: one per lock it uses is
+/// the common case.
+const CACHE: usize = 4;
+
+thread_local! {
+    /// This thread's recently used records: (`Accounts::id`, token,
+    /// record), most recent first.
+    static RECENT: RefCell<Vec<(usize, usize, Arc<Record>)>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Accounts {
+    pub(crate) fn new() -> Accounts {
+        static NEXT: AtomicUsize = AtomicUsize::new(1);
+        Accounts {
+            id: NEXT.fetch_add(1, Relaxed),
+            live: Mutex::new(HashMap::new()),
+            ended: Mutex::new(VecDeque::new()),
+            last: AtomicUsize::new(0),
+            next_retired: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    fn id(&self) -> usize {
+        self.id
+    }
+
+    fn live(&self) -> MutexGuard<'_, HashMap<usize, Arc<Record>>> {
+        // Nothing under these mutexes is left half-changed by a panic.
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn ended(&self) -> MutexGuard<'_, VecDeque<Arc<Record>>> {
+        self.ended.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `token`'s live record, made now if it has none, through this
+    /// thread's cache.
+    fn record(&self, token: Token, now: u64) -> Arc<Record> {
+        let (id, t) = (self.id(), token.get());
+        let hit = RECENT.with(|r| {
+            let mut r = r.borrow_mut();
+            let i = r.iter().position(|(a, b, _)| *a == id && *b == t)?;
+            if r[i].2.state.load(Relaxed) == ENDED {
+                // The token ended on another thread and may be back there.
+                r.remove(i);
+                return None;
+            }
+            if i != 0 {
+                let e = r.remove(i);
+                r.insert(0, e);
+            }
+            Some(r[0].2.clone())
+        });
+        if let Some(rec) = hit {
+            return rec;
+        }
+        let rec = self
+            .live()
+            .entry(t)
+            .or_insert_with(|| Arc::new(Record::new(t, now)))
+            .clone();
+        RECENT.with(|r| {
+            let mut r = r.borrow_mut();
+            r.insert(0, (id, t, rec.clone()));
+            r.truncate(CACHE);
+        });
+        rec
+    }
+
+    /// `token` started waiting for the lock.
+    pub(crate) fn wait_start(&self, token: Token, now: u64) {
+        let rec = self.record(token, now);
+        rec.enter(WAITING, now);
+        bump(&rec.waits, 1);
+    }
+
+    /// `token` took the lock.
+    pub(crate) fn acquired(&self, token: Token, now: u64) {
+        let rec = self.record(token, now);
+        rec.enter(HOLDING, now);
+        bump(&rec.acquisitions, 1);
+        if self.last.swap(token.get(), Relaxed) != token.get() {
+            bump(&rec.switches_in, 1);
+        }
+    }
+
+    /// `token` let go of the lock.
+    pub(crate) fn released(&self, token: Token, how: Release, now: u64) {
+        let rec = self.record(token, now);
+        match how {
+            Release::Voluntary => rec.enter(IN_CALL, now),
+            Release::Forced => {
+                rec.enter(WAITING, now);
+                bump(&rec.forced, 1);
+            }
+            Release::Final => {
+                rec.enter(ENDED, now);
+                rec.ended_ns.store(now, Relaxed);
+                self.end(&rec);
+            }
+        }
+    }
+
+    /// A drop request was raised on `holder`, by the waiter `by` (`None`:
+    /// the monitor thread).
+    pub(crate) fn drop_requested(&self, holder: Token, by: Option<Token>, now: u64) {
+        self.live()
+            .get(&holder.get())
+            .map(|rec| rec.received.fetch_add(1, Relaxed));
+        if let Some(by) = by {
+            self.record(by, now).raised.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Moves `rec` from the live records to the ended ones.
+    fn end(&self, rec: &Arc<Record>) {
+        {
+            let mut live = self.live();
+            if live.get(&rec.token).is_some_and(|r| Arc::ptr_eq(r, rec)) {
+                live.remove(&rec.token);
+            }
+        }
+        let mut ended = self.ended();
+        if ended.len() == ENDED_KEPT {
+            ended.pop_front();
+        }
+        ended.push_back(rec.clone());
+        RECENT.with(|r| {
+            r.borrow_mut()
+                .retain(|(a, _, x)| *a != self.id() || !Arc::ptr_eq(x, rec))
+        });
+    }
+
+    /// Attaches the host's number to `token`'s live record (made now if it
+    /// has none).
+    pub(crate) fn tag(&self, token: Token, tag: u64, now: u64) {
+        self.record(token, now).tag.store(tag, Relaxed);
+    }
+
+    /// Names `token`'s live record (made now if it has none).
+    pub(crate) fn name(&self, token: Token, name: String, now: u64) {
+        let rec = self.record(token, now);
+        *rec.name.lock().unwrap_or_else(PoisonError::into_inner) = Some(name);
+    }
+
+    /// `token`'s live record, or else its most recently ended one.
+    pub(crate) fn thread(&self, token: Token, now: u64) -> Option<ThreadStats> {
+        if let Some(rec) = self.live().get(&token.get()) {
+            return Some(rec.snapshot(now));
+        }
+        self.ended()
+            .iter()
+            .rev()
+            .find(|r| r.token == token.get())
+            .map(|r| r.snapshot(now))
+    }
+
+    /// Every live record and every kept ended one, oldest first.
+    pub(crate) fn all(&self, now: u64) -> Vec<ThreadStats> {
+        let mut out: Vec<ThreadStats> = self.ended().iter().map(|r| r.snapshot(now)).collect();
+        out.extend(self.live().values().map(|r| r.snapshot(now)));
+        out.sort_by_key(|s| (s.first_ns, s.token));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok(n: usize) -> Token {
+        Token::new(n).unwrap()
+    }
+
+    #[test]
+    fn time_goes_to_the_state_it_was_spent_in() {
+        let a = Accounts::new();
+        a.wait_start(tok(1), 100);
+        a.acquired(tok(1), 130); // waited 30
+        a.released(tok(1), Release::Voluntary, 180); // held 50
+        a.acquired(tok(1), 200); // in a call 20
+        a.released(tok(1), Release::Forced, 210); // held 10
+        a.acquired(tok(1), 215); // waited 5
+        let s = a.thread(tok(1), 240).unwrap(); // holding 25 so far
+        assert_eq!(s.wait_time, Duration::from_nanos(35));
+        assert_eq!(s.hold_time, Duration::from_nanos(85));
+        assert_eq!(s.call_time, Duration::from_nanos(20));
+        assert_eq!((s.acquisitions, s.waits, s.forced_releases), (3, 1, 1));
+        assert_eq!(s.switches_in, 1, "only the first acquisition followed another thread");
+        assert!(s.alive && s.ended_ns.is_none());
+        assert_eq!(s.first_ns, 100);
+    }
+
+    #[test]
+    fn switches_in_count_acquisitions_after_another_thread() {
+        let a = Accounts::new();
+        for (t, at) in [(1, 10), (1, 20), (2, 30), (1, 40), (2, 50), (2, 60)] {
+            a.acquired(tok(t), at);
+            a.released(tok(t), Release::Voluntary, at + 1);
+        }
+        assert_eq!(a.thread(tok(1), 70).unwrap().switches_in, 2);
+        assert_eq!(a.thread(tok(2), 70).unwrap().switches_in, 2);
+    }
+
+    #[test]
+    fn a_final_release_ends_the_record_and_a_returning_token_starts_anew() {
+        let a = Accounts::new();
+        a.acquired(tok(7), 10);
+        a.tag(tok(7), 42, 11);
+        a.name(tok(7), "worker".into(), 12);
+        a.released(tok(7), Release::Final, 20);
+        let s = a.thread(tok(7), 100).unwrap();
+        assert!(!s.alive);
+        assert_eq!(s.ended_ns, Some(20));
+        assert_eq!(s.hold_time, Duration::from_nanos(10), "no time after the end");
+        assert_eq!((s.tag, s.name.as_deref()), (42, Some("worker")));
+        // Back again: a new life, the old one still listed.
+        a.acquired(tok(7), 200);
+        let s = a.thread(tok(7), 210).unwrap();
+        assert!(s.alive);
+        assert_eq!((s.acquisitions, s.first_ns, s.tag), (1, 200, 0));
+        let all = a.all(210);
+        assert_eq!(all.len(), 2);
+        assert!(!all[0].alive && all[1].alive);
+    }
+
+    #[test]
+    fn drop_requests_are_counted_on_both_sides() {
+        let a = Accounts::new();
+        a.acquired(tok(1), 10);
+        a.wait_start(tok(2), 11);
+        a.drop_requested(tok(1), Some(tok(2)), 12);
+        a.drop_requested(tok(1), None, 13); // the monitor asked
+        assert_eq!(a.thread(tok(1), 20).unwrap().drop_requests_received, 2);
+        assert_eq!(a.thread(tok(2), 20).unwrap().drop_requests_raised, 1);
+    }
+
+    #[test]
+    fn only_the_last_ended_records_are_kept() {
+        let a = Accounts::new();
+        for t in 1..=ENDED_KEPT + 5 {
+            a.acquired(tok(t), t as u64);
+            a.released(tok(t), Release::Final, t as u64);
+        }
+        let all = a.all(u64::MAX);
+        assert_eq!(all.len(), ENDED_KEPT);
+        assert_eq!(all[0].token, tok(6));
+        assert!(a.thread(tok(5), 0).is_none());
+    }
+
+    #[test]
+    fn records_are_per_lock() {
+        let (a, b) = (Accounts::new(), Accounts::new());
+        a.acquired(tok(1), 10);
+        b.acquired(tok(1), 10);
+        b.acquired(tok(1), 20);
+        assert_eq!(a.thread(tok(1), 30).unwrap().acquisitions, 1);
+        assert_eq!(b.thread(tok(1), 30).unwrap().acquisitions, 2);
+    }
+}

@@ -14,11 +14,12 @@ pub(super) fn write(trace: &Trace, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "{{\"displayTimeUnit\":\"ms\",\"otherData\":{{")?;
     writeln!(
         out,
-        "\"title\":{},\"duration_us\":{:.3},\"events\":{},\"dropped_events\":{}",
+        "\"title\":{},\"duration_us\":{:.3},\"events\":{},\"dropped_events\":{},\"ring\":{}",
         json_string(title),
         us(trace.end_ns),
         trace.events.len(),
-        trace.dropped
+        trace.dropped,
+        trace.ring
     )?;
     writeln!(out, "}},\"traceEvents\":[")?;
     write!(

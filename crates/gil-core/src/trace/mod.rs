@@ -8,8 +8,9 @@
 //! which rebuilds each thread's timeline ([`Trace::rows`]) — *running*
 //! (holding the lock), *waiting* for it, or *in a system call* (released
 //! voluntarily) — and writes it as Chrome trace-event JSON (opens in
-//! Perfetto or `chrome://tracing`) or as an SVG timeline, one row per thread
-//! with drop requests marked, like the classic GIL visualisations.
+//! Perfetto or `chrome://tracing`; flow arrows join each drop request to the
+//! forced switch it caused) or as an SVG timeline, one row per thread with drop requests
+//! marked, like the classic GIL visualisations.
 //!
 //! ```
 //! use gil_core::trace::Tracer;
@@ -351,12 +352,29 @@ impl Building {
     }
 }
 
+/// The rows, and which row each event went to: what the writers need to
+/// place things that join rows (flow arrows) or count events per row.
+pub(super) struct Timeline {
+    /// As [`Trace::rows`].
+    pub(super) rows: Vec<Row>,
+    /// For each of the trace's events, in order, the index of its row in
+    /// `rows`; `None` for events after the trace's end.
+    pub(super) event_rows: Vec<Option<usize>>,
+}
+
 impl Trace {
     /// Every thread's timeline, in order of first appearance.
     pub fn rows(&self) -> Vec<Row> {
+        self.timeline().rows
+    }
+
+    /// The rows and each event's row: the one place that decides which life
+    /// of a token an event belongs to.
+    pub(super) fn timeline(&self) -> Timeline {
         let mut rows: Vec<Building> = Vec::new();
         let mut live: HashMap<Token, usize> = HashMap::new();
-        for e in &self.events {
+        let mut event_rows = vec![None; self.events.len()];
+        for (n, e) in self.events.iter().enumerate() {
             if e.time_ns > self.end_ns {
                 break;
             }
@@ -376,6 +394,7 @@ impl Trace {
                 });
                 rows.len() - 1
             });
+            event_rows[n] = Some(i);
             let b = &mut rows[i];
             let first = !b.seen;
             b.seen = true;
@@ -420,12 +439,18 @@ impl Trace {
                 }
             }
         }
-        rows.into_iter().map(|b| b.row).collect()
+        Timeline {
+            rows: rows.into_iter().map(|b| b.row).collect(),
+            event_rows,
+        }
     }
 
     /// Writes the trace as Chrome trace-event JSON: one complete event
     /// (`"ph": "X"`) per span, one instant event per mark, thread names as
-    /// metadata. Perfetto (ui.perfetto.dev) and `chrome://tracing` open it.
+    /// metadata; a flow arrow (`"ph": "s"` to `"ph": "f"`, named
+    /// `drop_request`) from each drop request to where the thread that took
+    /// over acquired the lock, for requests answered by a forced switch.
+    /// Perfetto (ui.perfetto.dev) and `chrome://tracing` open it.
     pub fn write_chrome_json(&self, out: &mut dyn Write) -> io::Result<()> {
         chrome::write(self, out)
     }

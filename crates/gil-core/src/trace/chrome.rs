@@ -3,20 +3,22 @@
 //!
 //! Each thread is a `tid` of one process: its spans are complete events
 //! (`"ph":"X"`, named `running`, `waiting`, `syscall`), its marks instant
-//! events (`"ph":"i"`).
+//! events (`"ph":"i"`). Two more kinds of event:
 //!
-//! Flow arrows (`"ph":"s"` / `"ph":"f"`, `"name":"drop_request"`) join
-//! each drop request to the forced switch it caused: from the holder's row
-//! at the request to the new holder's row at its acquisition (or, if that is
-//! unknown, to the old holder's row at the switch). Perfetto binds a flow's
-//! ends to the slices around them, so both ends sit inside a span. A request
-//! the holder answered otherwise (a voluntary release), or that the trace
-//! ended before it was answered, has no arrow.
+//! * Flow arrows (`"ph":"s"` / `"ph":"f"`, `"name":"drop_request"`) from
+//!   each drop request to the forced switch it caused: from the holder's row
+//!   at the request to the new holder's row at its acquisition (or, if that
+//!   is unknown, to the old holder's row at the switch). Perfetto binds a
+//!   flow's ends to the slices around them, so both ends sit inside a span.
+//!   A request the holder answered otherwise (a voluntary release), or that
+//!   the trace ended before it was answered, has no arrow.
+//! * A counter track, `waiting threads` (`"ph":"C"`, `args.waiting`): how
+//!   many threads wait for the lock, sampled where that changes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
-use super::{Row, Timeline, Trace};
+use super::{Row, ThreadState, Timeline, Trace};
 use crate::events::EventKind;
 use crate::Token;
 
@@ -86,6 +88,13 @@ pub(super) fn write(trace: &Trace, out: &mut dyn Write) -> io::Result<()> {
             ",\n{{\"ph\":\"f\",\"bp\":\"e\",\"id\":{id},\"pid\":{PID},\"tid\":{},\"name\":\"drop_request\",\"cat\":\"gil\",\"ts\":{:.3}}}",
             f.to_row + 1,
             us(f.to_ns)
+        )?;
+    }
+    for (t, n) in waiting_counts(trace, &timeline.rows) {
+        write!(
+            out,
+            ",\n{{\"ph\":\"C\",\"pid\":{PID},\"name\":\"waiting threads\",\"cat\":\"gil\",\"ts\":{:.3},\"args\":{{\"waiting\":{n}}}}}",
+            us(t)
         )?;
     }
     writeln!(out, "\n]}}")
@@ -168,6 +177,36 @@ fn in_a_span(row: &Row, t: u64) -> bool {
     row.spans.get(i).is_some_and(|s| s.start_ns <= t)
 }
 
+/// How many threads wait for the lock: `(time, count)` at the trace's start
+/// and wherever the count changes. Taken from the rows' waiting spans, in
+/// which a forced release and the wait that follows it are one stretch.
+/// Waits still going when the trace ends do not end there.
+pub(super) fn waiting_counts(trace: &Trace, rows: &[Row]) -> Vec<(u64, usize)> {
+    let mut deltas: BTreeMap<u64, i64> = BTreeMap::new();
+    for s in rows.iter().flat_map(|r| &r.spans) {
+        if s.state == ThreadState::Waiting {
+            *deltas.entry(s.start_ns).or_default() += 1;
+            if s.end_ns < trace.end_ns {
+                *deltas.entry(s.end_ns).or_default() -= 1;
+            }
+        }
+    }
+    let mut counts = Vec::new();
+    let mut n = 0i64;
+    for (t, d) in deltas {
+        // Threads that stop waiting as others start, at the same instant,
+        // are no change.
+        if d != 0 {
+            n += d;
+            counts.push((t, usize::try_from(n).unwrap_or(0)));
+        }
+    }
+    if counts.first().is_none_or(|&(t, _)| t > trace.start_ns) {
+        counts.insert(0, (trace.start_ns, 0));
+    }
+    counts
+}
+
 /// `s` as a JSON string literal.
 fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -193,7 +232,6 @@ mod tests {
     use crate::events::Event;
     use crate::reason::ReleaseReason;
     use serde_json::Value;
-    use std::collections::BTreeMap;
 
     fn ev(kind: EventKind, token: usize, other: Option<usize>, time_ns: u64) -> Event {
         Event {
@@ -354,6 +392,73 @@ mod tests {
             });
             assert!(inside, "an arrow end at {ts} on tid {tid} is in no slice");
         }
+    }
+
+    /// Thread 2 waits; thread 1 is forced out and waits too (its forced
+    /// release and its wait are one stretch); 2 takes over; 2 lets go and
+    /// 1 takes the lock at the same instant.
+    fn queueing() -> Trace {
+        use EventKind::*;
+        trace(
+            vec![
+                ev(Acquired, 1, None, 1),
+                ev(WaitStart, 2, None, 10),
+                ev(DropRequested, 1, Some(2), 15),
+                ev(Released(ReleaseReason::Forced), 1, None, 20),
+                ev(Acquired, 2, None, 30),
+                ev(ForcedSwitch, 1, Some(2), 31),
+                ev(WaitStart, 1, None, 32),
+                ev(Released(ReleaseReason::Voluntary), 2, None, 40),
+                ev(Acquired, 1, None, 40),
+            ],
+            50,
+        )
+    }
+
+    #[test]
+    fn the_waiting_count_changes_where_waits_start_and_end() {
+        let t = queueing();
+        assert_eq!(
+            waiting_counts(&t, &t.rows()),
+            vec![(0, 0), (10, 1), (20, 2), (30, 1), (40, 0)]
+        );
+    }
+
+    #[test]
+    fn a_wait_ending_as_another_starts_is_no_change() {
+        use EventKind::*;
+        let t = trace(
+            vec![
+                ev(Acquired, 1, None, 1),
+                ev(WaitStart, 2, None, 5),
+                ev(Released(ReleaseReason::Voluntary), 1, None, 10),
+                ev(Acquired, 2, None, 10),
+                ev(WaitStart, 1, None, 10),
+            ],
+            20,
+        );
+        assert_eq!(waiting_counts(&t, &t.rows()), vec![(0, 0), (5, 1)]);
+    }
+
+    #[test]
+    fn a_wait_cut_by_the_trace_end_does_not_end_the_count() {
+        use EventKind::*;
+        let t = trace(vec![ev(Acquired, 1, None, 1), ev(WaitStart, 2, None, 5)], 9);
+        assert_eq!(waiting_counts(&t, &t.rows()), vec![(0, 0), (5, 1)]);
+    }
+
+    #[test]
+    fn the_json_has_a_waiting_threads_counter() {
+        let samples: Vec<(f64, u64)> = parse(&queueing())
+            .iter()
+            .filter(|e| e["ph"] == "C")
+            .map(|e| {
+                assert_eq!(e["name"], "waiting threads");
+                assert_eq!(e["pid"], PID);
+                (e["ts"].as_f64().unwrap(), e["args"]["waiting"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(samples, vec![(0.0, 0), (0.010, 1), (0.020, 2), (0.030, 1), (0.040, 0)]);
     }
 
     #[test]

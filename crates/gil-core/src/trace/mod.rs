@@ -9,7 +9,8 @@
 //! (holding the lock), *waiting* for it, or *in a system call* (released
 //! voluntarily) — and writes it as Chrome trace-event JSON (opens in
 //! Perfetto or `chrome://tracing`; flow arrows join each drop request to the
-//! forced switch it caused) or as an SVG timeline, one row per thread with drop requests
+//! forced switch it caused, and a `waiting threads` counter track shows the
+//! queue) or as an SVG timeline, one row per thread with drop requests
 //! marked, like the classic GIL visualisations.
 //!
 //! ```
@@ -449,8 +450,9 @@ impl Trace {
     /// (`"ph": "X"`) per span, one instant event per mark, thread names as
     /// metadata; a flow arrow (`"ph": "s"` to `"ph": "f"`, named
     /// `drop_request`) from each drop request to where the thread that took
-    /// over acquired the lock, for requests answered by a forced switch.
-    /// Perfetto (ui.perfetto.dev) and `chrome://tracing` open it.
+    /// over acquired the lock, for requests answered by a forced switch; and
+    /// a counter (`"ph": "C"`, `waiting threads`) of the threads waiting for
+    /// the lock. Perfetto (ui.perfetto.dev) and `chrome://tracing` open it.
     pub fn write_chrome_json(&self, out: &mut dyn Write) -> io::Result<()> {
         chrome::write(self, out)
     }

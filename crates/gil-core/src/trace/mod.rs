@@ -11,7 +11,8 @@
 //! Perfetto or `chrome://tracing`; flow arrows join each drop request to the
 //! forced switch it caused, and a `waiting threads` counter track shows the
 //! queue) or as an SVG timeline, one row per thread with drop requests
-//! marked, like the classic GIL visualisations.
+//! marked, like the classic GIL visualisations. [`Trace::summaries`] totals
+//! each row for a report ([`Trace::write_summary_table`] prints them).
 //!
 //! ```
 //! use gil_core::trace::Tracer;
@@ -33,6 +34,7 @@
 //! ```
 
 mod chrome;
+mod summary;
 mod svg;
 
 use std::collections::{HashMap, VecDeque};
@@ -45,6 +47,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use crate::events::{now_ns, Event, EventHook, EventKind};
 use crate::reason::ReleaseReason;
 use crate::Token;
+pub use summary::RowSummary;
 
 /// Records the events of one lock (install [`Tracer::hook`] on it), up to a
 /// bound: the first events ([`Tracer::new`]) or the last ones
@@ -475,6 +478,21 @@ impl Trace {
             TraceFormat::Svg => self.write_svg(&mut out)?,
         }
         out.flush()
+    }
+
+    /// Each row's totals, in the order and with the names of
+    /// [`Trace::rows`]: time running, waiting and in calls (sums of its
+    /// spans), acquisitions, drop requests and forced switches.
+    pub fn summaries(&self) -> Vec<RowSummary> {
+        summary::summaries(self)
+    }
+
+    /// Writes [`Trace::summaries`] as a plain-text table with aligned
+    /// columns (thread, running ms, waiting ms, in calls ms, acquisitions,
+    /// drop requests, forced switches), after a note line with the title,
+    /// the trace's length, and the events lost, if any.
+    pub fn write_summary_table(&self, out: &mut dyn Write) -> io::Result<()> {
+        summary::write_table(self, out)
     }
 
     /// The trace's length in nanoseconds.

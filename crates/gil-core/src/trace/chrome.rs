@@ -121,8 +121,8 @@ pub(super) struct Flow {
 /// H let go some other way). The arrow ends where the new holder N (the
 /// switch's `other`) acquired the lock — its latest acquisition between the
 /// request and the switch — or, failing that, on H's row at the switch.
-/// An end that no span of its row contains is dropped (Perfetto would bind
-/// it to nothing): the trace may start in the middle of a request.
+/// An arrow with an end that no span of its row contains (a switch at the
+/// trace's last instant, say) is left out: Perfetto would bind it to nothing.
 pub(super) fn drop_request_flows(trace: &Trace, timeline: &Timeline) -> Vec<Flow> {
     let rows = &timeline.rows;
     let mut flows = Vec::new();
@@ -312,10 +312,10 @@ mod tests {
     }
 
     #[test]
-    fn a_flow_end_outside_every_span_is_dropped() {
+    fn a_trace_that_starts_at_a_request_still_has_its_arrow() {
         use EventKind::*;
-        // The trace starts during a request: thread 1's row has no span at
-        // the request, so Perfetto could not bind the arrow's start.
+        // The holder's row begins with the request; its release shows it
+        // ran from the start, so the arrow has a slice to start from.
         let t = trace(
             vec![
                 ev(DropRequested, 1, Some(2), 0),
@@ -323,6 +323,24 @@ mod tests {
                 ev(Released(ReleaseReason::Forced), 1, None, 5),
                 ev(Acquired, 2, None, 6),
                 ev(ForcedSwitch, 1, Some(2), 7),
+            ],
+            10,
+        );
+        assert_eq!(drop_request_flows(&t, &t.timeline()), vec![flow(0, 0, 1, 6)]);
+    }
+
+    #[test]
+    fn an_arrow_end_outside_every_span_is_dropped() {
+        use EventKind::*;
+        // The switch is the trace's last instant: the holder's waiting span
+        // ends there, so no slice contains the fallback end.
+        let t = trace(
+            vec![
+                ev(Acquired, 1, None, 1),
+                ev(WaitStart, 2, None, 2),
+                ev(DropRequested, 1, Some(2), 5),
+                ev(Released(ReleaseReason::Forced), 1, None, 6),
+                ev(ForcedSwitch, 1, None, 10),
             ],
             10,
         );

@@ -333,6 +333,7 @@ struct Building {
     /// When this life of the token began (its first event, or the trace's
     /// start if that event says it was running already).
     first_ns: u64,
+    /// Whether an event other than a mark has been seen.
     seen: bool,
     ended: bool,
 }
@@ -400,11 +401,18 @@ impl Trace {
             });
             event_rows[n] = Some(i);
             let b = &mut rows[i];
-            let first = !b.seen;
-            b.seen = true;
-            // A first event that only a running holder can cause: it ran from
-            // the start. (A drop request may reach a holder in a lazily
-            // released call, so it says less.)
+            // Marks say nothing of the state: a trace that starts between a
+            // drop request and the forced release answering it (as a ring's
+            // often does) still shows the holder running until the release.
+            let is_mark = matches!(
+                e.kind,
+                EventKind::DropRequested | EventKind::ForcedSwitch | EventKind::LazyTakeover
+            );
+            let first = !b.seen && !is_mark;
+            b.seen |= !is_mark;
+            // A first state event that only a running holder can cause: it
+            // ran from the start. (A thread in a lazily released call
+            // reclaims the lock, an acquisition, before it can release.)
             if first && matches!(e.kind, EventKind::Released(_)) {
                 b.current = Some((ThreadState::Running, self.start_ns));
                 b.first_ns = self.start_ns;
@@ -689,6 +697,26 @@ mod tests {
         let kinds: Vec<_> = rows[1].marks.iter().map(|m| m.kind).collect();
         assert_eq!(kinds, vec![MarkKind::DropRequested, MarkKind::ForcedSwitch]);
         assert!(rows[0].marks.is_empty());
+    }
+
+    #[test]
+    fn a_mark_before_the_first_release_does_not_hide_that_it_ran() {
+        use EventKind::*;
+        use ThreadState::*;
+        let t = trace(
+            vec![
+                ev(DropRequested, 1, 5),
+                ev(Released(ReleaseReason::Forced), 1, 6),
+                ev(LazyTakeover, 2, 7),
+                ev(Acquired, 2, 8),
+            ],
+            0,
+            10,
+        );
+        let rows = t.rows();
+        assert_eq!(rows[0].spans, vec![span(Running, 0, 6), span(Waiting, 6, 10)]);
+        // A takeover says the thread was in a call, but not since when.
+        assert_eq!(rows[1].spans, vec![span(Running, 8, 10)]);
     }
 
     #[test]

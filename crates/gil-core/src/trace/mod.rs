@@ -1,12 +1,18 @@
 //! Traces: who held the lock when, as a picture.
 //!
 //! A [`Tracer`] is an event hook that records a lock's [`Event`]s into a
-//! bounded buffer. [`Tracer::finish`] turns the recording into a [`Trace`],
+//! bounded buffer: either the first events, stopping when it is full
+//! ([`Tracer::new`]), or the last ones, overwriting the oldest
+//! ([`Tracer::new_ring`]: run it all along, finish it when something
+//! interesting happened). [`Tracer::finish`] turns the recording into a [`Trace`],
 //! which rebuilds each thread's timeline ([`Trace::rows`]) — *running*
 //! (holding the lock), *waiting* for it, or *in a system call* (released
 //! voluntarily) — and writes it as Chrome trace-event JSON (opens in
-//! Perfetto or `chrome://tracing`) or as an SVG timeline, one row per thread
-//! with drop requests marked, like the classic GIL visualisations.
+//! Perfetto or `chrome://tracing`; flow arrows join each drop request to the
+//! forced switch it caused, and a `waiting threads` counter track shows the
+//! queue) or as an SVG timeline, one row per thread with drop requests
+//! marked, like the classic GIL visualisations. [`Trace::summaries`] totals
+//! each row for a report ([`Trace::write_summary_table`] prints them).
 //!
 //! ```
 //! use gil_core::trace::Tracer;
@@ -28,9 +34,10 @@
 //! ```
 
 mod chrome;
+mod summary;
 mod svg;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -40,22 +47,29 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use crate::events::{now_ns, Event, EventHook, EventKind};
 use crate::reason::ReleaseReason;
 use crate::Token;
+pub use summary::RowSummary;
 
 /// Records the events of one lock (install [`Tracer::hook`] on it), up to a
-/// bound. (Events carry no lock: one tracer on two locks would mix their
-/// threads' rows.)
+/// bound: the first events ([`Tracer::new`]) or the last ones
+/// ([`Tracer::new_ring`]). (Events carry no lock: one tracer on two locks
+/// would mix their threads' rows.)
 pub struct Tracer {
     start_ns: u64,
     max_events: usize,
+    ring: bool,
     buf: Mutex<Recording>,
 }
 
 #[derive(Default)]
 struct Recording {
-    events: Vec<Event>,
-    /// Events that did not fit, and when the first of them happened.
+    /// A deque so that a ring overwrites its oldest event in O(1).
+    events: VecDeque<Event>,
+    /// Events that did not fit (the newest, or in a ring the oldest).
     dropped: u64,
+    /// When the first event that did not fit happened (not in a ring).
     truncated_at_ns: Option<u64>,
+    /// In a ring: the latest time of an overwritten event.
+    overwritten_until_ns: Option<u64>,
     names: HashMap<Token, Vec<(u64, String)>>,
     title: Option<String>,
 }
@@ -64,14 +78,39 @@ impl Tracer {
     /// A buffer bound that suits most uses: 1 Mi events, 32 MiB.
     pub const DEFAULT_MAX_EVENTS: usize = 1 << 20;
 
-    /// A tracer that keeps at most `max_events` events (at least one); the
-    /// trace starts now.
+    /// A tracer that keeps the first `max_events` events (at least one) and
+    /// stops when it is full: the trace then ends at the first lost event.
+    /// The trace starts now.
     pub fn new(max_events: usize) -> Arc<Tracer> {
+        Tracer::with_mode(max_events, false)
+    }
+
+    /// A tracer that keeps the last `max_events` events (at least one),
+    /// overwriting the oldest when it is full: the trace ends when it is
+    /// finished and starts at its oldest kept event (or now, if none was
+    /// overwritten). Recording stays O(1) per event.
+    pub fn new_ring(max_events: usize) -> Arc<Tracer> {
+        Tracer::with_mode(max_events, true)
+    }
+
+    fn with_mode(max_events: usize, ring: bool) -> Arc<Tracer> {
         Arc::new(Tracer {
             start_ns: now_ns(),
             max_events: max_events.max(1),
+            ring,
             buf: Mutex::new(Recording::default()),
         })
+    }
+
+    /// Whether this tracer keeps the last events ([`Tracer::new_ring`])
+    /// rather than the first.
+    pub fn is_ring(&self) -> bool {
+        self.ring
+    }
+
+    /// The most events it keeps.
+    pub fn max_events(&self) -> usize {
+        self.max_events
     }
 
     /// The hook to install with [`Gil::set_event_hook`](crate::Gil::set_event_hook).
@@ -85,7 +124,15 @@ impl Tracer {
     pub fn record(&self, event: &Event) {
         let mut buf = self.lock();
         if buf.events.len() < self.max_events {
-            buf.events.push(*event);
+            buf.events.push_back(*event);
+        } else if self.ring {
+            // The pop frees the slot the push takes: no reallocation.
+            if let Some(old) = buf.events.pop_front() {
+                let until = buf.overwritten_until_ns.map_or(old.time_ns, |t| t.max(old.time_ns));
+                buf.overwritten_until_ns = Some(until);
+            }
+            buf.events.push_back(*event);
+            buf.dropped += 1;
         } else {
             buf.dropped += 1;
             buf.truncated_at_ns.get_or_insert(event.time_ns);
@@ -117,20 +164,31 @@ impl Tracer {
         self.len() == 0
     }
 
-    /// Ends the trace now and returns what was recorded. Uninstall the hook
-    /// first: events recorded later are not part of the returned trace.
+    /// Ends the trace now and returns what was recorded (and empties the
+    /// tracer). Uninstall the hook first: events recorded later are not part
+    /// of the returned trace.
     pub fn finish(&self) -> Trace {
         let end_ns = now_ns();
         let rec = std::mem::take(&mut *self.lock());
-        let mut events = rec.events;
+        let mut events = Vec::from(rec.events);
         // Events are stamped before they reach the buffer's mutex, so two
         // threads' events may be stored slightly out of order.
         events.sort_by_key(|e| e.time_ns);
+        // A ring that overwrote events knows nothing of the time before its
+        // oldest kept event; nor of the time before the latest overwritten
+        // one, in the rare case that arrived out of order: every event after
+        // `start_ns` must be in the trace, or rows would show a thread in a
+        // state it had left.
+        let start_ns = match rec.overwritten_until_ns {
+            Some(lost) => events.first().map_or(lost, |e| e.time_ns.max(lost)).max(self.start_ns),
+            None => self.start_ns,
+        };
         Trace {
-            start_ns: self.start_ns,
-            end_ns: rec.truncated_at_ns.unwrap_or(end_ns).max(self.start_ns),
+            start_ns,
+            end_ns: rec.truncated_at_ns.unwrap_or(end_ns).max(start_ns),
             events,
             dropped: rec.dropped,
+            ring: self.ring,
             names: rec.names,
             title: rec.title,
         }
@@ -157,6 +215,7 @@ impl fmt::Debug for Tracer {
         f.debug_struct("Tracer")
             .field("start_ns", &self.start_ns)
             .field("max_events", &self.max_events)
+            .field("ring", &self.ring)
             .field("events", &self.len())
             .finish()
     }
@@ -166,14 +225,18 @@ impl fmt::Debug for Tracer {
 #[derive(Debug, Clone)]
 pub struct Trace {
     /// When the trace started and ended, in [`now_ns`] nanoseconds. If the
-    /// buffer filled up, the trace ends at the first event that did not fit.
+    /// buffer filled up, the trace ends at the first event that did not fit;
+    /// if a ring overwrote events, it starts at the oldest one it kept.
     pub start_ns: u64,
     /// See `start_ns`.
     pub end_ns: u64,
     /// The events, in time order.
     pub events: Vec<Event>,
-    /// Events lost because the buffer was full.
+    /// Events lost because the buffer was full: the newest ones, or in a
+    /// ring the oldest ones (overwritten).
     pub dropped: u64,
+    /// Whether it was recorded by a ring ([`Tracer::new_ring`]).
+    pub ring: bool,
     /// Names given with [`Tracer::name_thread`], with when (see there).
     pub names: HashMap<Token, Vec<(u64, String)>>,
     /// The title given with [`Tracer::set_title`].
@@ -270,6 +333,7 @@ struct Building {
     /// When this life of the token began (its first event, or the trace's
     /// start if that event says it was running already).
     first_ns: u64,
+    /// Whether an event other than a mark has been seen.
     seen: bool,
     ended: bool,
 }
@@ -293,12 +357,29 @@ impl Building {
     }
 }
 
+/// The rows, and which row each event went to: what the writers need to
+/// place things that join rows (flow arrows) or count events per row.
+pub(super) struct Timeline {
+    /// As [`Trace::rows`].
+    pub(super) rows: Vec<Row>,
+    /// For each of the trace's events, in order, the index of its row in
+    /// `rows`; `None` for events after the trace's end.
+    pub(super) event_rows: Vec<Option<usize>>,
+}
+
 impl Trace {
     /// Every thread's timeline, in order of first appearance.
     pub fn rows(&self) -> Vec<Row> {
+        self.timeline().rows
+    }
+
+    /// The rows and each event's row: the one place that decides which life
+    /// of a token an event belongs to.
+    pub(super) fn timeline(&self) -> Timeline {
         let mut rows: Vec<Building> = Vec::new();
         let mut live: HashMap<Token, usize> = HashMap::new();
-        for e in &self.events {
+        let mut event_rows = vec![None; self.events.len()];
+        for (n, e) in self.events.iter().enumerate() {
             if e.time_ns > self.end_ns {
                 break;
             }
@@ -318,12 +399,20 @@ impl Trace {
                 });
                 rows.len() - 1
             });
+            event_rows[n] = Some(i);
             let b = &mut rows[i];
-            let first = !b.seen;
-            b.seen = true;
-            // A first event that only a running holder can cause: it ran from
-            // the start. (A drop request may reach a holder in a lazily
-            // released call, so it says less.)
+            // Marks say nothing of the state: a trace that starts between a
+            // drop request and the forced release answering it (as a ring's
+            // often does) still shows the holder running until the release.
+            let is_mark = matches!(
+                e.kind,
+                EventKind::DropRequested | EventKind::ForcedSwitch | EventKind::LazyTakeover
+            );
+            let first = !b.seen && !is_mark;
+            b.seen |= !is_mark;
+            // A first state event that only a running holder can cause: it
+            // ran from the start. (A thread in a lazily released call
+            // reclaims the lock, an acquisition, before it can release.)
             if first && matches!(e.kind, EventKind::Released(_)) {
                 b.current = Some((ThreadState::Running, self.start_ns));
                 b.first_ns = self.start_ns;
@@ -362,12 +451,19 @@ impl Trace {
                 }
             }
         }
-        rows.into_iter().map(|b| b.row).collect()
+        Timeline {
+            rows: rows.into_iter().map(|b| b.row).collect(),
+            event_rows,
+        }
     }
 
     /// Writes the trace as Chrome trace-event JSON: one complete event
     /// (`"ph": "X"`) per span, one instant event per mark, thread names as
-    /// metadata. Perfetto (ui.perfetto.dev) and `chrome://tracing` open it.
+    /// metadata; a flow arrow (`"ph": "s"` to `"ph": "f"`, named
+    /// `drop_request`) from each drop request to where the thread that took
+    /// over acquired the lock, for requests answered by a forced switch; and
+    /// a counter (`"ph": "C"`, `waiting threads`) of the threads waiting for
+    /// the lock. Perfetto (ui.perfetto.dev) and `chrome://tracing` open it.
     pub fn write_chrome_json(&self, out: &mut dyn Write) -> io::Result<()> {
         chrome::write(self, out)
     }
@@ -390,6 +486,21 @@ impl Trace {
             TraceFormat::Svg => self.write_svg(&mut out)?,
         }
         out.flush()
+    }
+
+    /// Each row's totals, in the order and with the names of
+    /// [`Trace::rows`]: time running, waiting and in calls (sums of its
+    /// spans), acquisitions, drop requests and forced switches.
+    pub fn summaries(&self) -> Vec<RowSummary> {
+        summary::summaries(self)
+    }
+
+    /// Writes [`Trace::summaries`] as a plain-text table with aligned
+    /// columns (thread, running ms, waiting ms, in calls ms, acquisitions,
+    /// drop requests, forced switches), after a note line with the title,
+    /// the trace's length, and the events lost, if any.
+    pub fn write_summary_table(&self, out: &mut dyn Write) -> io::Result<()> {
+        summary::write_table(self, out)
     }
 
     /// The trace's length in nanoseconds.
@@ -417,6 +528,20 @@ impl TraceSession {
     /// [`io::ErrorKind::InvalidInput`] if the name asks for no known format
     /// (nothing is created); the file's creation error otherwise.
     pub fn create(path: &Path, max_events: usize) -> io::Result<TraceSession> {
+        TraceSession::open(path, max_events, false)
+    }
+
+    /// Like [`TraceSession::create`], but the recorder is a ring
+    /// ([`Tracer::new_ring`]): it keeps the last `max_events` events (0:
+    /// about a million) before [`TraceSession::finish`].
+    ///
+    /// # Errors
+    /// As [`TraceSession::create`].
+    pub fn create_ring(path: &Path, max_events: usize) -> io::Result<TraceSession> {
+        TraceSession::open(path, max_events, true)
+    }
+
+    fn open(path: &Path, max_events: usize, ring: bool) -> io::Result<TraceSession> {
         let format = TraceFormat::from_path(path)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a trace file name ends in .json or .svg"))?;
         let file = File::create(path)?;
@@ -426,7 +551,7 @@ impl TraceSession {
             max_events
         };
         Ok(TraceSession {
-            tracer: Tracer::new(max),
+            tracer: Tracer::with_mode(max, ring),
             file,
             format,
         })
@@ -525,6 +650,7 @@ mod tests {
             end_ns,
             events,
             dropped: 0,
+            ring: false,
             names: HashMap::new(),
             title: None,
         }
@@ -574,6 +700,26 @@ mod tests {
     }
 
     #[test]
+    fn a_mark_before_the_first_release_does_not_hide_that_it_ran() {
+        use EventKind::*;
+        use ThreadState::*;
+        let t = trace(
+            vec![
+                ev(DropRequested, 1, 5),
+                ev(Released(ReleaseReason::Forced), 1, 6),
+                ev(LazyTakeover, 2, 7),
+                ev(Acquired, 2, 8),
+            ],
+            0,
+            10,
+        );
+        let rows = t.rows();
+        assert_eq!(rows[0].spans, vec![span(Running, 0, 6), span(Waiting, 6, 10)]);
+        // A takeover says the thread was in a call, but not since when.
+        assert_eq!(rows[1].spans, vec![span(Running, 8, 10)]);
+    }
+
+    #[test]
     fn a_reused_token_gets_a_new_row_after_its_final_release() {
         use EventKind::*;
         let mut t = trace(
@@ -614,6 +760,98 @@ mod tests {
             rows[0].spans.last(),
             Some(&span(ThreadState::Syscall, base + 2, base + 3))
         );
+    }
+
+    #[test]
+    fn a_ring_keeps_the_last_events_and_starts_at_the_oldest_kept() {
+        let tracer = Tracer::new_ring(4);
+        assert!(tracer.is_ring());
+        let base = tracer.start_ns;
+        let events: Vec<Event> = (1..=10)
+            .map(|i| {
+                let kind = if i % 2 == 1 {
+                    EventKind::Acquired
+                } else {
+                    EventKind::Released(ReleaseReason::Voluntary)
+                };
+                ev(kind, 1, base + i)
+            })
+            .collect();
+        for e in &events {
+            tracer.record(e);
+        }
+        assert_eq!(tracer.len(), 4);
+        let before_finish = now_ns();
+        let t = tracer.finish();
+        assert_eq!(t.events, events[6..]);
+        assert_eq!(t.dropped, 6);
+        assert!(t.ring);
+        assert_eq!(t.start_ns, base + 7);
+        // It ends when finished, not at the first overwritten event.
+        assert!(t.end_ns >= before_finish);
+    }
+
+    #[test]
+    fn a_ring_that_overwrote_nothing_starts_with_the_tracer() {
+        let tracer = Tracer::new_ring(4);
+        let base = tracer.start_ns;
+        tracer.record(&ev(EventKind::Acquired, 1, base + 5));
+        let t = tracer.finish();
+        assert_eq!((t.start_ns, t.dropped, t.events.len()), (base, 0, 1));
+    }
+
+    #[test]
+    fn a_ring_trace_claims_no_time_before_its_oldest_kept_event() {
+        use EventKind::*;
+        let tracer = Tracer::new_ring(2);
+        let base = tracer.start_ns;
+        tracer.record(&ev(Acquired, 1, base + 1));
+        tracer.record(&ev(Released(ReleaseReason::Voluntary), 1, base + 2));
+        tracer.record(&ev(Acquired, 1, base + 3));
+        tracer.record(&ev(WaitStart, 2, base + 4));
+        tracer.record(&ev(Released(ReleaseReason::Voluntary), 1, base + 5));
+        let t = tracer.finish();
+        let rows = t.rows();
+        assert_eq!(t.start_ns, base + 4);
+        let row = |n| rows.iter().find(|r| r.token == tok(n)).unwrap();
+        // Thread 1's first kept event is a release: it ran, but only from
+        // the oldest kept event on, as far as the trace knows.
+        assert_eq!(row(1).spans[0], span(ThreadState::Running, base + 4, base + 5));
+        assert_eq!(row(2).spans, vec![span(ThreadState::Waiting, base + 4, t.end_ns)]);
+    }
+
+    #[test]
+    fn a_ring_starts_after_an_overwritten_event_that_arrived_late() {
+        use EventKind::*;
+        let tracer = Tracer::new_ring(2);
+        let base = tracer.start_ns;
+        // Stamped at +5 but stored before an event stamped at +3.
+        tracer.record(&ev(Acquired, 1, base + 5));
+        tracer.record(&ev(Released(ReleaseReason::Voluntary), 2, base + 3));
+        tracer.record(&ev(Acquired, 2, base + 6));
+        let t = tracer.finish();
+        assert_eq!((t.dropped, t.events.len()), (1, 2));
+        assert_eq!(t.start_ns, base + 5);
+    }
+
+    #[test]
+    fn sessions_record_into_a_ring_only_when_asked() {
+        let dir = std::env::temp_dir().join(format!("gil-trace-ring-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ring = TraceSession::create_ring(&dir.join("r.json"), 3).unwrap();
+        let plain = TraceSession::create(&dir.join("p.json"), 3).unwrap();
+        assert!(ring.tracer().is_ring());
+        assert_eq!(ring.tracer().max_events(), 3);
+        assert!(!plain.tracer().is_ring());
+        let base = ring.tracer().start_ns;
+        for i in 1..=5 {
+            ring.tracer().record(&ev(EventKind::Acquired, i, base + i as u64));
+        }
+        assert_eq!(ring.finish().unwrap(), 3);
+        let json = std::fs::read_to_string(dir.join("r.json")).unwrap();
+        assert!(json.contains("\"dropped_events\":2,\"ring\":true"), "{json}");
+        drop(plain);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -61,7 +61,13 @@ pub(super) fn write(trace: &Trace, out: &mut dyn Write) -> io::Result<()> {
         rows.len(),
         trace.events.len()
     );
-    if trace.dropped > 0 {
+    if trace.dropped > 0 && trace.ring {
+        let _ = write!(
+            sub,
+            " ({} older events overwritten: the trace starts at the oldest kept)",
+            trace.dropped
+        );
+    } else if trace.dropped > 0 {
         let _ = write!(
             sub,
             " ({} more events lost: the buffer was full; the trace ends there)",
@@ -296,6 +302,21 @@ fn state_index(state: ThreadState) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_subtitle_says_which_end_lost_events() {
+        use crate::events::{Event, EventKind};
+        let tracer = crate::trace::Tracer::new_ring(1);
+        let token = crate::Token::new(1).unwrap();
+        for _ in 0..3 {
+            tracer.record(&Event::now(EventKind::Acquired, token, None));
+        }
+        let mut svg = Vec::new();
+        write(&tracer.finish(), &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("2 older events overwritten"), "{svg}");
+        assert!(!svg.contains("the trace ends there"));
+    }
 
     #[test]
     fn ticks_are_round_numbers() {

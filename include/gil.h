@@ -53,6 +53,11 @@
 // true value.
 #define GIL_HISTOGRAM_FINE_BUCKETS 496
 
+// `gil_trace_start` flag: keep the last `max_events` events instead of
+// stopping when full (a ring buffer); the trace then starts at the oldest
+// event kept and ends when it is stopped.
+#define GIL_TRACE_RING 1
+
 // What a call did. The numbers are fixed forever; a retired code is never
 // reused.
 enum gil_result_t
@@ -100,6 +105,9 @@ enum gil_result_t
   // `gil_remove_event_hook` of a handle that names no hook installed on
   // the lock (e.g. removed already).
   GIL_ERR_UNKNOWN_HOOK = 14,
+  // `gil_get_thread_stats` of a token with no accounting record (no
+  // event of it while accounting was on, or its record was dropped).
+  GIL_ERR_UNKNOWN_THREAD = 15,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -111,6 +119,56 @@ typedef uint32_t gil_result_t;
 
 // A lock. Opaque: create with `gil_new`, destroy with `gil_free`.
 typedef struct gil_t gil_t;
+
+// One thread's accounting, filled by `gil_get_thread_stats` or passed to a
+// `gil_thread_stats_cb`. Times are nanoseconds; each field is read without
+// stopping the thread, so a busy thread's snapshot is not atomic as a
+// whole. See `gil_set_thread_stats`.
+typedef struct {
+  // Set by the caller of `gil_get_thread_stats` to
+  // `sizeof(gil_thread_stats_t)` before the call.
+  uint32_t struct_size;
+  // 1 while the thread has not made its final release, else 0.
+  uint32_t alive;
+  // The thread.
+  void *token;
+  // The number attached with `gil_tag_thread`, 0 if none.
+  uint64_t tag;
+  // When the record began, on `gil_now_ns()`'s clock.
+  uint64_t first_ns;
+  // When its final release ended it; 0 while alive.
+  uint64_t ended_ns;
+  // Time waiting for the lock (to get it, and in forced releases until
+  // another thread took it).
+  uint64_t wait_ns;
+  // Time holding the lock.
+  uint64_t hold_ns;
+  // Time released voluntarily (around blocking calls) before asking again.
+  uint64_t call_ns;
+  // Times it took the lock.
+  uint64_t acquisitions;
+  // Acquisitions that followed another thread's.
+  uint64_t switches_in;
+  // Acquisitions that had to wait.
+  uint64_t waits;
+  // Releases forced by a drop request.
+  uint64_t forced_releases;
+  // Drop requests it raised while waiting.
+  uint64_t drop_requests_raised;
+  // Drop requests it received while holding the lock.
+  uint64_t drop_requests_received;
+  // In a `gil_thread_stats_cb` call: the name given with
+  // `gil_name_thread` (UTF-8, valid during the call only), or NULL.
+  // Always NULL from `gil_get_thread_stats`.
+  const char *name;
+} gil_thread_stats_t;
+
+// Called as `callback(user_data, stats)` for each thread by
+// `gil_foreach_thread_stats`; `stats` is valid during the call only.
+// Return 0 to go on, anything else to stop. It runs on the calling thread,
+// outside the lock's internals: it may call the lock's functions.
+typedef int32_t (*gil_thread_stats_cb)(void *user_data,
+                                       const gil_thread_stats_t *stats);
 
 // A scheduling policy: one of the `GIL_POLICY_*` values.
 typedef uint32_t gil_policy_t;
@@ -327,6 +385,70 @@ extern "C" {
 
 // The library's version, `"MAJOR.MINOR.PATCH"`, a static string. Any thread.
 const char *gil_version(void);
+
+// Turns per-thread accounting on (`on` true) or off. Off by default; off
+// it costs nothing. On, each acquisition and release reads the clock and
+// updates the calling thread's own record (no lock). Turning it on keeps
+// what was recorded before. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock.
+gil_result_t gil_set_thread_stats(gil_t *gil,
+                                  bool on);
+
+// `*on_out` = whether per-thread accounting is on. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `on_out` is NULL or writable.
+gil_result_t gil_get_thread_stats_enabled(const gil_t *gil,
+                                          bool *on_out);
+
+// Fills `*stats_out` (whose `struct_size` the caller sets to
+// `sizeof(gil_thread_stats_t)` first) with `token`'s accounting: its
+// current record, or after its final release its last one (the last 1024
+// ended records are kept). `GIL_ERR_UNKNOWN_THREAD` if the token has had
+// no event while accounting was on; `GIL_ERR_INVALID_ARGUMENT` for a bad
+// `struct_size`. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `stats_out` is NULL or points to a
+// writable `gil_thread_stats_t`.
+gil_result_t gil_get_thread_stats(const gil_t *gil,
+                                  void *token,
+                                  gil_thread_stats_t *stats_out);
+
+// Calls `callback(user_data, stats)` for every thread's accounting — the
+// live records and the kept ended ones, in the order they began — from a
+// snapshot taken first, so the callback may call the lock's functions.
+// Stops early when the callback returns non-zero. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `callback` is NULL or a function that
+// accepts `user_data` and a pointer valid for the call.
+gil_result_t gil_foreach_thread_stats(const gil_t *gil,
+                                      gil_thread_stats_cb callback,
+                                      void *user_data);
+
+// Attaches a number of the host's (e.g. the OS thread id) to `token`'s
+// accounting record, to tell threads apart after they end; made if the
+// token has none. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock.
+gil_result_t gil_tag_thread(gil_t *gil,
+                            void *token,
+                            uint64_t tag);
+
+// Names `token` for every observer: its accounting record, and its row in
+// the running trace if there is one (as `gil_trace_name_thread`). Bytes
+// that are not UTF-8 show as replacement characters.
+// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
+gil_result_t gil_name_thread(gil_t *gil,
+                             void *token,
+                             const char *name);
 
 // Fills `config` with the defaults and `struct_size = sizeof(gil_config_t)`.
 // Any thread; does not block.
@@ -687,6 +809,17 @@ gil_result_t gil_trace_start(gil_t *gil,
                              const char *path,
                              const char *title,
                              size_t max_events);
+
+// `gil_trace_start` with `flags`: 0, or `GIL_TRACE_RING`. Other bits are
+// `GIL_ERR_INVALID_ARGUMENT`. Any thread.
+//
+// # Safety
+// As `gil_trace_start`.
+gil_result_t gil_trace_start_ex(gil_t *gil,
+                                const char *path,
+                                const char *title,
+                                size_t max_events,
+                                uint32_t flags);
 
 // Names `token`'s row in the running trace's picture (default: `thread N
 // (0x...)`); bytes that are not UTF-8 show as replacement characters. If

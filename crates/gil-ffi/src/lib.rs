@@ -23,8 +23,11 @@ use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use gil_core::trace::{TraceFormat, TraceSession};
-use gil_core::{Event, EventKind, EventMask, Gil, GilConfig, GilError, HookId, Policy, ReleaseReason, Token};
+use gil_core::{
+    Event, EventKind, EventMask, Gil, GilConfig, GilError, HookId, Policy, ReleaseReason, ThreadStats, Token,
+};
 
+mod accounting;
 mod args;
 mod config;
 mod lock;
@@ -33,6 +36,7 @@ mod query;
 mod result;
 mod trace;
 
+pub use accounting::*;
 use args::*;
 pub use config::*;
 pub use lock::*;

@@ -48,12 +48,15 @@ pub enum gil_result_t {
     /// `gil_remove_event_hook` of a handle that names no hook installed on
     /// the lock (e.g. removed already).
     GIL_ERR_UNKNOWN_HOOK = 14,
+    /// `gil_get_thread_stats` of a token with no accounting record (no
+    /// event of it while accounting was on, or its record was dropped).
+    GIL_ERR_UNKNOWN_THREAD = 15,
 }
 pub use gil_result_t::*;
 
 impl gil_result_t {
     /// Every code, for turning a number back into one.
-    pub(crate) const ALL: [gil_result_t; 15] = [
+    pub(crate) const ALL: [gil_result_t; 16] = [
         GIL_OK,
         GIL_ERR_NULL_ARGUMENT,
         GIL_ERR_NOT_HOLDER,
@@ -69,6 +72,7 @@ impl gil_result_t {
         GIL_ERR_REENTRANT,
         GIL_ERR_UNKNOWN_PRESET,
         GIL_ERR_UNKNOWN_HOOK,
+        GIL_ERR_UNKNOWN_THREAD,
     ];
 
     /// The code numbered `n`, if there is one.
@@ -94,6 +98,7 @@ impl gil_result_t {
             GIL_ERR_REENTRANT => c"called from inside one of the lock's own callbacks",
             GIL_ERR_UNKNOWN_PRESET => c"unknown preset name",
             GIL_ERR_UNKNOWN_HOOK => c"no such event hook is installed on this lock",
+            GIL_ERR_UNKNOWN_THREAD => c"no accounting record for this thread",
         }
     }
 }

@@ -25,9 +25,34 @@ pub unsafe extern "C" fn gil_trace_start(
     title: *const c_char,
     max_events: usize,
 ) -> gil_result_t {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { gil_trace_start_ex(gil, path, title, max_events, 0) }
+}
+
+/// `gil_trace_start` flag: keep the last `max_events` events instead of
+/// stopping when full (a ring buffer); the trace then starts at the oldest
+/// event kept and ends when it is stopped.
+pub const GIL_TRACE_RING: u32 = 1;
+
+/// `gil_trace_start` with `flags`: 0, or `GIL_TRACE_RING`. Other bits are
+/// `GIL_ERR_INVALID_ARGUMENT`. Any thread.
+///
+/// # Safety
+/// As `gil_trace_start`.
+#[no_mangle]
+pub unsafe extern "C" fn gil_trace_start_ex(
+    gil: *mut gil_t,
+    path: *const c_char,
+    title: *const c_char,
+    max_events: usize,
+    flags: u32,
+) -> gil_result_t {
     guard_result(|| {
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
+        if flags & !GIL_TRACE_RING != 0 {
+            return Err(GIL_ERR_INVALID_ARGUMENT);
+        }
         if path.is_null() {
             return Err(GIL_ERR_NULL_ARGUMENT);
         }
@@ -45,7 +70,12 @@ pub unsafe extern "C" fn gil_trace_start(
         if tracing.is_some() {
             return Err(GIL_ERR_BUSY);
         }
-        let session = TraceSession::create(path, max_events).map_err(|e| match e.kind() {
+        let session = if flags & GIL_TRACE_RING != 0 {
+            TraceSession::create_ring(path, max_events)
+        } else {
+            TraceSession::create(path, max_events)
+        };
+        let session = session.map_err(|e| match e.kind() {
             std::io::ErrorKind::InvalidInput => GIL_ERR_INVALID_ARGUMENT,
             _ => GIL_ERR_IO,
         })?;

@@ -847,6 +847,102 @@ static void test_several_hooks(void) {
     pthread_mutex_destroy(&acquired.mutex);
 }
 
+/* Per-thread accounting: sums over threads match the lock's counters. */
+struct stats_sum {
+    size_t threads;
+    uint64_t acquisitions, forced, named, tags;
+};
+
+static int add_stats(void *user_data, const gil_thread_stats_t *s) {
+    struct stats_sum *sum = user_data;
+    sum->threads++;
+    sum->acquisitions += s->acquisitions;
+    sum->forced += s->forced_releases;
+    sum->tags += s->tag;
+    if (s->name != NULL && strcmp(s->name, "spinner \xc3\xa9") == 0) sum->named++;
+    return 0;
+}
+
+static int stop_at_first(void *user_data, const gil_thread_stats_t *s) {
+    (void)s;
+    (*(int *)user_data)++;
+    return 1;
+}
+
+static void test_thread_stats(void) {
+    gil_t *gil = new_gil(300, NULL, NULL);
+    bool on = true;
+    CHECK_RESULT(gil_get_thread_stats_enabled(gil, &on), GIL_OK);
+    CHECK(!on);
+    CHECK_RESULT(gil_set_thread_stats(gil, true), GIL_OK);
+    CHECK_RESULT(gil_get_thread_stats_enabled(gil, &on), GIL_OK);
+    CHECK(on);
+    struct spinner sp[2] = {{gil, 3, 0}, {gil, 3, 0}};
+    CHECK_RESULT(gil_name_thread(gil, &sp[0], "spinner \xc3\xa9"), GIL_OK);
+    CHECK_RESULT(gil_tag_thread(gil, &sp[1], 7), GIL_OK);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, spin_worker, &sp[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    CHECK_RESULT(gil_get_counters(gil, &c), GIL_OK);
+    struct stats_sum sum = {0};
+    CHECK_RESULT(gil_foreach_thread_stats(gil, add_stats, &sum), GIL_OK);
+    CHECK(sum.threads == 2);
+    CHECK(sum.acquisitions == c.acquisitions);
+    CHECK(sum.forced == (uint64_t)(sp[0].switches + sp[1].switches));
+    CHECK(sum.named == 1 && sum.tags == 7);
+    int calls = 0;
+    CHECK_RESULT(gil_foreach_thread_stats(gil, stop_at_first, &calls), GIL_OK);
+    CHECK(calls == 1);
+
+    gil_thread_stats_t s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    CHECK_RESULT(gil_get_thread_stats(gil, &sp[1], &s), GIL_OK);
+    CHECK(s.token == &sp[1] && s.tag == 7 && s.alive == 0 && s.ended_ns >= s.first_ns);
+    CHECK(s.hold_ns > 0 && s.acquisitions >= 1 && s.name == NULL);
+    int stranger = 0;
+    CHECK_RESULT(gil_get_thread_stats(gil, &stranger, &s), GIL_ERR_UNKNOWN_THREAD);
+    s.struct_size = 8;
+    CHECK_RESULT(gil_get_thread_stats(gil, &sp[1], &s), GIL_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(gil_get_thread_stats(gil, &sp[1], NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_foreach_thread_stats(gil, NULL, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_name_thread(gil, &sp[0], NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
+/* A ring trace keeps the last events. */
+static void test_ring_trace(void) {
+    char dir[] = "/tmp/gil-ring-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char json[64];
+    snprintf(json, sizeof json, "%s/r.json", dir);
+    gil_t *gil = new_gil(300, NULL, NULL);
+    CHECK_RESULT(gil_trace_start_ex(gil, json, NULL, 8, 2), GIL_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(gil_trace_start_ex(gil, json, NULL, 8, GIL_TRACE_RING), GIL_OK);
+    int me = 0;
+    for (int i = 0; i < 100; i++) {
+        CHECK_RESULT(gil_acquire(gil, &me), GIL_OK);
+        CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_VOLUNTARY), GIL_OK);
+    }
+    uint64_t events = 0;
+    CHECK_RESULT(gil_trace_stop(gil, &events), GIL_OK);
+    CHECK(events == 8);
+    char *text = read_file(json);
+    CHECK(text != NULL);
+    if (text != NULL) {
+        CHECK(strstr(text, "\"ring\":true") != NULL);
+        CHECK(strstr(text, "\"dropped_events\":192") != NULL);
+        free(text);
+    }
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    unlink(json);
+    rmdir(dir);
+}
+
 /* ---- fork ---------------------------------------------------------------- */
 
 static void *fork_waiter(void *arg) {
@@ -1171,6 +1267,8 @@ int main(void) {
         {"monitor_events_histograms", test_monitor_events_histograms},
         {"traces", test_traces},
         {"several_hooks", test_several_hooks},
+        {"thread_stats", test_thread_stats},
+        {"ring_trace", test_ring_trace},
         {"fork_in_threaded_process", test_fork_in_threaded_process},
         {"reentrant_calls", test_reentrant_calls},
         {"fork_children_end", test_fork_children_end},

@@ -450,6 +450,19 @@ gil_result_t gil_name_thread(gil_t *gil,
                              void *token,
                              const char *name);
 
+// Names the thread whose accounting record was tagged `tag` (the latest
+// such record, a live one first; see `gil_tag_thread`), in that record
+// and, if a trace is running, in the trace's row of that life of the
+// thread — also after the thread has ended and its token was reused.
+// `GIL_ERR_UNKNOWN_THREAD` if no record has the tag; `GIL_ERR_REENTRANT`
+// from inside one of the lock's callbacks. Any thread.
+//
+// # Safety
+// `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
+gil_result_t gil_name_tagged(gil_t *gil,
+                             uint64_t tag,
+                             const char *name);
+
 // Fills `config` with the defaults and `struct_size = sizeof(gil_config_t)`.
 // Any thread; does not block.
 //

@@ -346,6 +346,20 @@ impl Accounts {
         *rec.name.lock().unwrap_or_else(PoisonError::into_inner) = Some(name);
     }
 
+    /// Names the latest record tagged `tag` (a live one first); its token
+    /// and when it began, or `None` if no record has the tag.
+    pub(crate) fn name_tagged(&self, tag: u64, name: String) -> Option<(Token, u64)> {
+        let live = self.live();
+        let ended = self.ended();
+        let rec = live
+            .values()
+            .filter(|r| r.tag.load(Relaxed) == tag)
+            .max_by_key(|r| r.first_ns)
+            .or_else(|| ended.iter().rev().find(|r| r.tag.load(Relaxed) == tag))?;
+        *rec.name.lock().unwrap_or_else(PoisonError::into_inner) = Some(name);
+        Some((Token::new(rec.token)?, rec.first_ns))
+    }
+
     /// `token`'s live record, or else its most recently ended one.
     pub(crate) fn thread(&self, token: Token, now: u64) -> Option<ThreadStats> {
         if let Some(rec) = self.live().get(&token.get()) {
@@ -425,6 +439,23 @@ mod tests {
         let all = a.all(210);
         assert_eq!(all.len(), 2);
         assert!(!all[0].alive && all[1].alive);
+    }
+
+    #[test]
+    fn a_tag_names_the_latest_record_that_has_it() {
+        let a = Accounts::new();
+        a.acquired(tok(1), 10);
+        a.tag(tok(1), 5, 10);
+        a.released(tok(1), Release::Final, 20);
+        a.acquired(tok(2), 30); // the ident 5 reused by a later thread
+        a.tag(tok(2), 5, 30);
+        assert_eq!(a.name_tagged(5, "later".into()), Some((tok(2), 30)));
+        assert_eq!(a.thread(tok(2), 40).unwrap().name.as_deref(), Some("later"));
+        assert_eq!(a.thread(tok(1), 40).unwrap().name, None);
+        assert_eq!(a.name_tagged(6, "nobody".into()), None);
+        a.released(tok(2), Release::Final, 50);
+        // Both ended: the most recently ended one.
+        assert_eq!(a.name_tagged(5, "again".into()), Some((tok(2), 30)));
     }
 
     #[test]

@@ -212,3 +212,31 @@ pub unsafe extern "C" fn gil_name_thread(gil: *mut gil_t, token: *mut c_void, na
         Ok(())
     })
 }
+
+/// Names the thread whose accounting record was tagged `tag` (the latest
+/// such record, a live one first; see `gil_tag_thread`), in that record
+/// and, if a trace is running, in the trace's row of that life of the
+/// thread — also after the thread has ended and its token was reused.
+/// `GIL_ERR_UNKNOWN_THREAD` if no record has the tag; `GIL_ERR_REENTRANT`
+/// from inside one of the lock's callbacks. Any thread.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn gil_name_tagged(gil: *mut gil_t, tag: u64, name: *const c_char) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let handle = unsafe { handle_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        let name = unsafe { c_str_lossy(name) }?;
+        handle.check_not_in_callback()?;
+        let (token, began) = handle
+            .gil
+            .name_tagged(tag, name.clone())
+            .ok_or(GIL_ERR_UNKNOWN_THREAD)?;
+        if let Some(t) = &*handle.tracing() {
+            t.session.tracer().name_thread_at(token, began, name);
+        }
+        Ok(())
+    })
+}

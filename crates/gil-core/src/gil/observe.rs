@@ -173,6 +173,16 @@ impl Gil {
         self.accounts().name(token, name.into(), now_ns());
     }
 
+    /// Names the latest accounting record tagged `tag` (see
+    /// [`tag_thread`](Self::tag_thread); a live one first): how a host
+    /// names a thread it knows by its number once the thread has ended.
+    /// Returns that record's token and when it began (for naming the same
+    /// life in a trace, [`Tracer::name_thread_at`](crate::trace::Tracer::name_thread_at)),
+    /// `None` if no record has the tag.
+    pub fn name_tagged(&self, tag: u64, name: impl Into<String>) -> Option<(Token, u64)> {
+        self.accounts().name_tagged(tag, name.into())
+    }
+
     /// Turns an `INSTR_*` bit on or off, and `state`'s `INSTR` bit with it.
     fn set_instr(&self, bit: u8, on: bool) {
         let _serial = self

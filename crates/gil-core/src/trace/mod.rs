@@ -145,8 +145,19 @@ impl Tracer {
     /// addresses); the name goes to the life the token is in now, or to its
     /// first if it has not shown up yet.
     pub fn name_thread(&self, token: Token, name: impl Into<String>) {
-        let now = now_ns();
-        self.lock().names.entry(token).or_default().push((now, name.into()));
+        self.name_thread_at(token, now_ns(), name);
+    }
+
+    /// Names the life of `token` that had begun at `at_ns` (in
+    /// [`now_ns`] nanoseconds), e.g. a thread that has ended since, whose
+    /// token may be in a new life now: the latest life begun by then, or
+    /// the first if none had. A later name for the same life wins.
+    pub fn name_thread_at(&self, token: Token, at_ns: u64, name: impl Into<String>) {
+        let mut rec = self.lock();
+        let names = rec.names.entry(token).or_default();
+        // Kept in time order: names are applied in that order.
+        let i = names.partition_point(|(t, _)| *t <= at_ns);
+        names.insert(i, (at_ns, name.into()));
     }
 
     /// A title for the pictures (e.g. the policy and the workload).

@@ -914,6 +914,39 @@ static void test_thread_stats(void) {
     CHECK_RESULT(gil_free(gil), GIL_OK);
 }
 
+/* A thread known by its tag is named after it ended, in the trace too. */
+static void test_name_by_tag(void) {
+    char dir[] = "/tmp/gil-tag-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char json[64];
+    snprintf(json, sizeof json, "%s/n.json", dir);
+    gil_t *gil = new_gil(300, NULL, NULL);
+    CHECK_RESULT(gil_set_thread_stats(gil, true), GIL_OK);
+    CHECK_RESULT(gil_trace_start(gil, json, NULL, 0), GIL_OK);
+    int worker = 0;
+    for (int life = 0; life < 2; life++) { /* the same token, two lives */
+        CHECK_RESULT(gil_acquire(gil, &worker), GIL_OK);
+        CHECK_RESULT(gil_tag_thread(gil, &worker, 77 + (uint64_t)life), GIL_OK);
+        CHECK_RESULT(gil_release(gil, &worker, GIL_RELEASE_FINAL), GIL_OK);
+    }
+    CHECK_RESULT(gil_name_tagged(gil, 77, "first life"), GIL_OK);
+    CHECK_RESULT(gil_name_tagged(gil, 78, "second life"), GIL_OK);
+    CHECK_RESULT(gil_name_tagged(gil, 79, "nobody"), GIL_ERR_UNKNOWN_THREAD);
+    CHECK_RESULT(gil_name_tagged(gil, 77, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_trace_stop(gil, NULL), GIL_OK);
+    char *text = read_file(json);
+    CHECK(text != NULL);
+    if (text != NULL) {
+        const char *first = strstr(text, "\"name\":\"first life\"");
+        const char *second = strstr(text, "\"name\":\"second life\"");
+        CHECK(first != NULL && second != NULL && first < second);
+        free(text);
+    }
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    unlink(json);
+    rmdir(dir);
+}
+
 /* A ring trace keeps the last events. */
 static void test_ring_trace(void) {
     char dir[] = "/tmp/gil-ring-XXXXXX";
@@ -1269,6 +1302,7 @@ int main(void) {
         {"several_hooks", test_several_hooks},
         {"thread_stats", test_thread_stats},
         {"ring_trace", test_ring_trace},
+        {"name_by_tag", test_name_by_tag},
         {"fork_in_threaded_process", test_fork_in_threaded_process},
         {"reentrant_calls", test_reentrant_calls},
         {"fork_children_end", test_fork_children_end},

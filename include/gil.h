@@ -430,8 +430,10 @@ gil_result_t gil_foreach_thread_stats(const gil_t *gil,
                                       void *user_data);
 
 // Attaches a number of the host's (e.g. the OS thread id) to `token`'s
-// accounting record, to tell threads apart after they end; made if the
-// token has none. Any thread.
+// current accounting record, to tell threads apart after they end (tag
+// after an acquisition). `GIL_ERR_UNKNOWN_THREAD` if the token has no
+// current record (no event of it since accounting was turned on). Any
+// thread.
 //
 // # Safety
 // `gil` is NULL or a live lock.
@@ -450,17 +452,21 @@ gil_result_t gil_name_thread(gil_t *gil,
                              void *token,
                              const char *name);
 
-// Names the thread whose accounting record was tagged `tag` (the latest
-// such record, a live one first; see `gil_tag_thread`), in that record
-// and, if a trace is running, in the trace's row of that life of the
-// thread — also after the thread has ended and its token was reused.
-// `GIL_ERR_UNKNOWN_THREAD` if no record has the tag; `GIL_ERR_REENTRANT`
-// from inside one of the lock's callbacks. Any thread.
+// Names the thread whose accounting record was tagged `tag` (see
+// `gil_tag_thread`), in that record and, if a trace is running, in the
+// trace's row of that life of the thread — also after the thread has
+// ended and its token was reused. With `since_ns` 0: the latest record
+// with the tag (a live one first); otherwise the first that began at or
+// after `since_ns` (`gil_now_ns()` time): the thread the host saw start
+// then, even if later threads reused its number. `GIL_ERR_UNKNOWN_THREAD`
+// if no record fits; `GIL_ERR_REENTRANT` from inside one of the lock's
+// callbacks. Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
 gil_result_t gil_name_tagged(gil_t *gil,
                              uint64_t tag,
+                             uint64_t since_ns,
                              const char *name);
 
 // Fills `config` with the defaults and `struct_size = sizeof(gil_config_t)`.

@@ -334,10 +334,55 @@ impl Accounts {
         });
     }
 
-    /// Attaches the host's number to `token`'s live record (made now if it
-    /// has none).
-    pub(crate) fn tag(&self, token: Token, tag: u64, now: u64) {
-        self.record(token, now).tag.store(tag, Relaxed);
+    /// Attaches the host's number to `token`'s live record; `false` if it
+    /// has none (no event of it since accounting was turned on). A record
+    /// that carries another number belonged to an earlier thread whose end
+    /// the lock did not see (the host dropped the token without a final
+    /// release, then reused it): it is ended at the current state's start,
+    /// which the new thread's record begins with (holding the lock, one
+    /// acquisition, after an acquisition).
+    pub(crate) fn tag(&self, token: Token, tag: u64) -> bool {
+        let Some(rec) = self.live().get(&token.get()).cloned() else {
+            return false;
+        };
+        let old = rec.tag.load(Relaxed);
+        if old == 0 || old == tag {
+            rec.tag.store(tag, Relaxed);
+            return true;
+        }
+        let state = rec.state.load(Relaxed);
+        let since = rec.since.load(Relaxed);
+        let fresh = Arc::new(Record::new(token.get(), since));
+        fresh.state.store(state, Relaxed);
+        fresh.tag.store(tag, Relaxed);
+        if state == HOLDING {
+            // The acquisition that began this state is the new thread's.
+            bump(&fresh.acquisitions, 1);
+            rec.acquisitions
+                .store(rec.acquisitions.load(Relaxed).saturating_sub(1), Relaxed);
+        }
+        rec.enter(ENDED, since);
+        rec.ended_ns.store(since, Relaxed);
+        self.live().insert(token.get(), fresh);
+        self.end(&rec);
+        true
+    }
+
+    /// When accounting is turned on again: ends every live record. Threads
+    /// that ended while it was off left theirs open, and a later thread
+    /// reusing such a token would continue it; threads still alive start a
+    /// new record at their next event.
+    pub(crate) fn restart(&self, now: u64) {
+        let open: Vec<Arc<Record>> = self.live().drain().map(|(_, r)| r).collect();
+        let mut ended = self.ended();
+        for rec in open {
+            rec.enter(ENDED, now);
+            rec.ended_ns.store(now, Relaxed);
+            if ended.len() == ENDED_KEPT {
+                ended.pop_front();
+            }
+            ended.push_back(rec);
+        }
     }
 
     /// Names `token`'s live record (made now if it has none).
@@ -346,16 +391,23 @@ impl Accounts {
         *rec.name.lock().unwrap_or_else(PoisonError::into_inner) = Some(name);
     }
 
-    /// Names the latest record tagged `tag` (a live one first); its token
-    /// and when it began, or `None` if no record has the tag.
-    pub(crate) fn name_tagged(&self, tag: u64, name: String) -> Option<(Token, u64)> {
+    /// Names a record tagged `tag` and returns its token and when it
+    /// began, or `None` if no record fits. With `since_ns` 0: the latest
+    /// (a live one first). Otherwise the first that began at or after
+    /// `since_ns`: the thread a host saw start then, even if its number has
+    /// been reused by later threads since.
+    pub(crate) fn name_tagged(&self, tag: u64, since_ns: u64, name: String) -> Option<(Token, u64)> {
         let live = self.live();
         let ended = self.ended();
-        let rec = live
-            .values()
-            .filter(|r| r.tag.load(Relaxed) == tag)
-            .max_by_key(|r| r.first_ns)
-            .or_else(|| ended.iter().rev().find(|r| r.tag.load(Relaxed) == tag))?;
+        let tagged = || live.values().chain(ended.iter()).filter(|r| r.tag.load(Relaxed) == tag);
+        let rec = if since_ns == 0 {
+            live.values()
+                .filter(|r| r.tag.load(Relaxed) == tag)
+                .max_by_key(|r| r.first_ns)
+                .or_else(|| ended.iter().rev().find(|r| r.tag.load(Relaxed) == tag))?
+        } else {
+            tagged().filter(|r| r.first_ns >= since_ns).min_by_key(|r| r.first_ns)?
+        };
         *rec.name.lock().unwrap_or_else(PoisonError::into_inner) = Some(name);
         Some((Token::new(rec.token)?, rec.first_ns))
     }
@@ -422,8 +474,9 @@ mod tests {
     #[test]
     fn a_final_release_ends_the_record_and_a_returning_token_starts_anew() {
         let a = Accounts::new();
+        assert!(!a.tag(tok(7), 42), "no record yet");
         a.acquired(tok(7), 10);
-        a.tag(tok(7), 42, 11);
+        assert!(a.tag(tok(7), 42));
         a.name(tok(7), "worker".into(), 12);
         a.released(tok(7), Release::Final, 20);
         let s = a.thread(tok(7), 100).unwrap();
@@ -445,17 +498,58 @@ mod tests {
     fn a_tag_names_the_latest_record_that_has_it() {
         let a = Accounts::new();
         a.acquired(tok(1), 10);
-        a.tag(tok(1), 5, 10);
+        a.tag(tok(1), 5);
         a.released(tok(1), Release::Final, 20);
         a.acquired(tok(2), 30); // the ident 5 reused by a later thread
-        a.tag(tok(2), 5, 30);
-        assert_eq!(a.name_tagged(5, "later".into()), Some((tok(2), 30)));
+        a.tag(tok(2), 5);
+        assert_eq!(a.name_tagged(5, 0, "later".into()), Some((tok(2), 30)));
         assert_eq!(a.thread(tok(2), 40).unwrap().name.as_deref(), Some("later"));
         assert_eq!(a.thread(tok(1), 40).unwrap().name, None);
-        assert_eq!(a.name_tagged(6, "nobody".into()), None);
+        assert_eq!(a.name_tagged(6, 0, "nobody".into()), None);
+        // Seen starting at 5: the first life with the tag after that, not
+        // the later thread that reused the number.
+        assert_eq!(a.name_tagged(5, 5, "first".into()), Some((tok(1), 10)));
+        assert_eq!(a.thread(tok(1), 40).unwrap().name.as_deref(), Some("first"));
+        assert_eq!(a.name_tagged(5, 31, "none yet".into()), None);
         a.released(tok(2), Release::Final, 50);
         // Both ended: the most recently ended one.
-        assert_eq!(a.name_tagged(5, "again".into()), Some((tok(2), 30)));
+        assert_eq!(a.name_tagged(5, 0, "again".into()), Some((tok(2), 30)));
+    }
+
+    #[test]
+    fn another_tag_on_an_open_record_starts_a_new_thread() {
+        let a = Accounts::new();
+        a.acquired(tok(1), 10);
+        assert!(a.tag(tok(1), 5));
+        a.released(tok(1), Release::Voluntary, 20); // then dropped unseen
+        a.acquired(tok(1), 100); // a new thread with the same token
+        assert!(a.tag(tok(1), 6));
+        let all = a.all(150);
+        assert_eq!(all.len(), 2);
+        let (old, new) = (&all[0], &all[1]);
+        assert_eq!(
+            (old.tag, old.alive, old.ended_ns, old.acquisitions),
+            (5, false, Some(100), 1)
+        );
+        assert_eq!(old.call_time, Duration::from_nanos(80));
+        assert_eq!((new.tag, new.alive, new.first_ns, new.acquisitions), (6, true, 100, 1));
+        assert_eq!(new.hold_time, Duration::from_nanos(50));
+        // The same tag again changes nothing.
+        assert!(a.tag(tok(1), 6));
+        assert_eq!(a.all(150).len(), 2);
+    }
+
+    #[test]
+    fn a_restart_ends_the_open_records() {
+        let a = Accounts::new();
+        a.acquired(tok(1), 10); // its final release went unseen
+        a.restart(50);
+        let s = a.thread(tok(1), 60).unwrap();
+        assert!(!s.alive);
+        assert_eq!((s.ended_ns, s.hold_time), (Some(50), Duration::from_nanos(40)));
+        a.acquired(tok(1), 70); // a new thread with the same token
+        let s = a.thread(tok(1), 80).unwrap();
+        assert_eq!((s.first_ns, s.acquisitions, s.alive), (70, 1, true));
     }
 
     #[test]

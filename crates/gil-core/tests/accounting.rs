@@ -61,9 +61,9 @@ fn per_thread_counts_add_up_to_the_lock_counters() {
                 let (gil, start, finished) = (gil.clone(), start.clone(), finished.clone());
                 thread::spawn(move || {
                     let me = tok(n);
-                    gil.tag_thread(me, 100 + n as u64);
                     start.wait();
                     gil.acquire(me).unwrap();
+                    assert!(gil.tag_thread(me, 100 + n as u64));
                     let mut switches = 0;
                     // The last one left has nobody to ask it to drop.
                     while switches < 5 && finished.load(SeqCst) < 2 {
@@ -112,6 +112,14 @@ fn off_it_records_nothing_and_on_again_it_resumes() {
     gil.acquire(tok(1)).unwrap();
     gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
     assert_eq!(gil.thread_stats(tok(1)).unwrap().acquisitions, 1);
+    // On again: the open record is ended, the token's next event starts anew.
+    gil.set_thread_stats(true);
+    assert!(!gil.thread_stats(tok(1)).unwrap().alive);
+    gil.acquire(tok(1)).unwrap();
+    let s = gil.thread_stats(tok(1)).unwrap();
+    assert!(s.alive && s.acquisitions == 1);
+    assert_eq!(gil.all_thread_stats().len(), 2);
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
     assert!(gil.is_idle());
 }
 

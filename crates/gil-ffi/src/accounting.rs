@@ -174,8 +174,10 @@ pub unsafe extern "C" fn gil_foreach_thread_stats(
 }
 
 /// Attaches a number of the host's (e.g. the OS thread id) to `token`'s
-/// accounting record, to tell threads apart after they end; made if the
-/// token has none. Any thread.
+/// current accounting record, to tell threads apart after they end (tag
+/// after an acquisition). `GIL_ERR_UNKNOWN_THREAD` if the token has no
+/// current record (no event of it since accounting was turned on). Any
+/// thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock.
@@ -184,8 +186,11 @@ pub unsafe extern "C" fn gil_tag_thread(gil: *mut gil_t, token: *mut c_void, tag
     guard_result(|| {
         // SAFETY: forwarded from this function's contract.
         let gil = unsafe { lock_ref(gil) }?;
-        gil.tag_thread(self::token(token)?, tag);
-        Ok(())
+        if gil.tag_thread(self::token(token)?, tag) {
+            Ok(())
+        } else {
+            Err(GIL_ERR_UNKNOWN_THREAD)
+        }
     })
 }
 
@@ -213,17 +218,25 @@ pub unsafe extern "C" fn gil_name_thread(gil: *mut gil_t, token: *mut c_void, na
     })
 }
 
-/// Names the thread whose accounting record was tagged `tag` (the latest
-/// such record, a live one first; see `gil_tag_thread`), in that record
-/// and, if a trace is running, in the trace's row of that life of the
-/// thread — also after the thread has ended and its token was reused.
-/// `GIL_ERR_UNKNOWN_THREAD` if no record has the tag; `GIL_ERR_REENTRANT`
-/// from inside one of the lock's callbacks. Any thread.
+/// Names the thread whose accounting record was tagged `tag` (see
+/// `gil_tag_thread`), in that record and, if a trace is running, in the
+/// trace's row of that life of the thread — also after the thread has
+/// ended and its token was reused. With `since_ns` 0: the latest record
+/// with the tag (a live one first); otherwise the first that began at or
+/// after `since_ns` (`gil_now_ns()` time): the thread the host saw start
+/// then, even if later threads reused its number. `GIL_ERR_UNKNOWN_THREAD`
+/// if no record fits; `GIL_ERR_REENTRANT` from inside one of the lock's
+/// callbacks. Any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn gil_name_tagged(gil: *mut gil_t, tag: u64, name: *const c_char) -> gil_result_t {
+pub unsafe extern "C" fn gil_name_tagged(
+    gil: *mut gil_t,
+    tag: u64,
+    since_ns: u64,
+    name: *const c_char,
+) -> gil_result_t {
     guard_result(|| {
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
@@ -232,7 +245,7 @@ pub unsafe extern "C" fn gil_name_tagged(gil: *mut gil_t, tag: u64, name: *const
         handle.check_not_in_callback()?;
         let (token, began) = handle
             .gil
-            .name_tagged(tag, name.clone())
+            .name_tagged(tag, since_ns, name.clone())
             .ok_or(GIL_ERR_UNKNOWN_THREAD)?;
         if let Some(t) = &*handle.tracing() {
             t.session.tracer().name_thread_at(token, began, name);

@@ -135,9 +135,14 @@ impl Gil {
     }
 
     /// Turns per-thread accounting on or off (see [`accounting`](crate::accounting)).
-    /// Turning it on does not clear what was recorded before; records made
-    /// while it was off are not updated meanwhile.
+    /// Turning it on again keeps what was recorded, but ends the records
+    /// still open: a thread may have ended unseen while it was off (and
+    /// its token be reused); threads still alive start new records at
+    /// their next event.
     pub fn set_thread_stats(&self, on: bool) {
+        if on && !self.thread_stats_enabled() {
+            self.accounts().restart(now_ns());
+        }
         self.set_instr(INSTR_ACCT, on);
     }
 
@@ -160,12 +165,13 @@ impl Gil {
         self.accounts().all(now_ns())
     }
 
-    /// Attaches a number of the host's to `token`'s accounting record
-    /// (CPython: the thread's ident), to tell threads apart after they end.
-    /// Makes the record if the token has none; the next life of the token
-    /// starts without it.
-    pub fn tag_thread(&self, token: Token, tag: u64) {
-        self.accounts().tag(token, tag, now_ns());
+    /// Attaches a number of the host's to `token`'s current accounting
+    /// record (CPython: the thread's ident), to tell threads apart after
+    /// they end; the next life of the token starts without it. `false` if
+    /// the token has no current record (no event of it since accounting was
+    /// turned on): tag after an acquisition.
+    pub fn tag_thread(&self, token: Token, tag: u64) -> bool {
+        self.accounts().tag(token, tag)
     }
 
     /// Names `token`'s accounting record (see [`tag_thread`](Self::tag_thread)).
@@ -173,14 +179,18 @@ impl Gil {
         self.accounts().name(token, name.into(), now_ns());
     }
 
-    /// Names the latest accounting record tagged `tag` (see
-    /// [`tag_thread`](Self::tag_thread); a live one first): how a host
-    /// names a thread it knows by its number once the thread has ended.
-    /// Returns that record's token and when it began (for naming the same
-    /// life in a trace, [`Tracer::name_thread_at`](crate::trace::Tracer::name_thread_at)),
-    /// `None` if no record has the tag.
-    pub fn name_tagged(&self, tag: u64, name: impl Into<String>) -> Option<(Token, u64)> {
-        self.accounts().name_tagged(tag, name.into())
+    /// Names an accounting record tagged `tag` (see
+    /// [`tag_thread`](Self::tag_thread)): how a host names a thread it knows
+    /// by its number, also once the thread has ended. With `since_ns` 0 the
+    /// latest such record (a live one first); otherwise the first that
+    /// began at or after `since_ns` ([`now_ns`](crate::now_ns) time), i.e.
+    /// the thread the host saw start then, even if later threads reused its
+    /// number. Returns that record's token and when it began (for naming
+    /// the same life in a trace,
+    /// [`Tracer::name_thread_at`](crate::trace::Tracer::name_thread_at)),
+    /// `None` if no record fits.
+    pub fn name_tagged(&self, tag: u64, since_ns: u64, name: impl Into<String>) -> Option<(Token, u64)> {
+        self.accounts().name_tagged(tag, since_ns, name.into())
     }
 
     /// Turns an `INSTR_*` bit on or off, and `state`'s `INSTR` bit with it.

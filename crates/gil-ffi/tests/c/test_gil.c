@@ -879,7 +879,12 @@ static void test_thread_stats(void) {
     CHECK(on);
     struct spinner sp[2] = {{gil, 3, 0}, {gil, 3, 0}};
     CHECK_RESULT(gil_name_thread(gil, &sp[0], "spinner \xc3\xa9"), GIL_OK);
+    CHECK_RESULT(gil_tag_thread(gil, &sp[1], 7), GIL_ERR_UNKNOWN_THREAD); /* no record yet */
+    /* The token's record starts with an acquisition; its thread goes on
+     * with it (a voluntary release does not end it). */
+    CHECK_RESULT(gil_acquire(gil, &sp[1]), GIL_OK);
     CHECK_RESULT(gil_tag_thread(gil, &sp[1], 7), GIL_OK);
+    CHECK_RESULT(gil_release(gil, &sp[1], GIL_RELEASE_VOLUNTARY), GIL_OK);
     pthread_t th[2];
     for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, spin_worker, &sp[i]);
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
@@ -929,10 +934,11 @@ static void test_name_by_tag(void) {
         CHECK_RESULT(gil_tag_thread(gil, &worker, 77 + (uint64_t)life), GIL_OK);
         CHECK_RESULT(gil_release(gil, &worker, GIL_RELEASE_FINAL), GIL_OK);
     }
-    CHECK_RESULT(gil_name_tagged(gil, 77, "first life"), GIL_OK);
-    CHECK_RESULT(gil_name_tagged(gil, 78, "second life"), GIL_OK);
-    CHECK_RESULT(gil_name_tagged(gil, 79, "nobody"), GIL_ERR_UNKNOWN_THREAD);
-    CHECK_RESULT(gil_name_tagged(gil, 77, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_name_tagged(gil, 77, 0, "first life"), GIL_OK);
+    CHECK_RESULT(gil_name_tagged(gil, 78, 0, "second life"), GIL_OK);
+    CHECK_RESULT(gil_name_tagged(gil, 79, 0, "nobody"), GIL_ERR_UNKNOWN_THREAD);
+    CHECK_RESULT(gil_name_tagged(gil, 77, gil_now_ns(), "not yet"), GIL_ERR_UNKNOWN_THREAD);
+    CHECK_RESULT(gil_name_tagged(gil, 77, 0, NULL), GIL_ERR_NULL_ARGUMENT);
     CHECK_RESULT(gil_trace_stop(gil, NULL), GIL_OK);
     char *text = read_file(json);
     CHECK(text != NULL);

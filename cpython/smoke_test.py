@@ -15,7 +15,10 @@ keeps it, -X rust_gil, PYTHON_RUST_GIL (or its old name PYTHONRUSTGIL) and
 the build's default select the policy and its options, in that order
 (anything malformed is a start-up error with exit status 1, the value
 echoed escaped), sysconfig reports the build's default, stats and histograms move, traces are written as Chrome JSON and
-SVG, the monitor thread (under the monitor presets) works and sleeps when
+SVG, per-thread accounting (thread_stats(), measure(), the documented WSGI
+middleware) reports known holds, waits and calls, a trace started from
+PYTHON_RUST_GIL=...,trace=PATH has every thread's named row, also in a fork
+child's own file and as a ring, python -m rustgil prints its table, the monitor thread (under the monitor presets) works and sleeps when
 idle, a sub-interpreter with its own GIL gets its own lock (with the policy
 read at start-up), a fork child has a working lock and, forked from a
 non-main thread while others spin, exits (cpython/fork_from_thread.py), and
@@ -53,7 +56,8 @@ class RustGilSmoke(unittest.TestCase):
                     "preemptions", "lazy_releases", "lazy_takeovers", "starvation_promotions"}
         self.assertEqual(set(_rustgil.counters()), counters)
         self.assertEqual(set(_rustgil.stats()),
-                         counters | {"histograms_enabled", "wait_histogram", "hold_histogram"})
+                         counters | {"histograms_enabled", "wait_histogram", "hold_histogram",
+                                     "wait_histogram_fine", "hold_histogram_fine"})
         self.assertEqual(_rustgil.lazy_release() > 0, "lazy" in EXPECTED_POLICY)
         self.assertEqual(_rustgil.monitor(), EXPECTED_POLICY.endswith("monitor"))
         self.assertEqual(_rustgil.spin(), 0.0)
@@ -90,6 +94,11 @@ class RustGilSmoke(unittest.TestCase):
             waits = s["wait_histogram"]
             self.assertGreater(sum(waits[20:]), sum(waits[:20]) // 4)
             self.assertGreater(sum(s["hold_histogram"]), 2)
+            # The fine buckets: eight per power of two, summing to it.
+            fine = s["wait_histogram_fine"]
+            self.assertEqual(len(fine), 496)
+            self.assertEqual(sum(fine), sum(waits))
+            self.assertEqual(sum(fine[8 + 8 * 17:8 + 8 * 18]), waits[20])
         finally:
             _rustgil.enable_histograms(False)
         self.assertFalse(_rustgil.stats()["histograms_enabled"])
@@ -176,6 +185,216 @@ class RustGilSmoke(unittest.TestCase):
                 _rustgil.trace_stop()
             with open(other) as f:
                 self.assertEqual(f.read(), "keep me", "a refused trace_start emptied the file")
+
+    # ---- per-thread accounting, measure(), traces from the environment ----
+
+    def test_thread_stats_are_keyed_by_ident_with_names(self):
+        _rustgil.set_thread_stats(True)
+        self.assertTrue(_rustgil.thread_stats_enabled())
+
+        def work():
+            spin(0.03)        # holds the GIL all along: nobody else wants it
+            time.sleep(0.02)  # released around the call
+        t = threading.Thread(target=work, name="worker-é")
+        t.start()
+        t.join()
+        stats = _rustgil.thread_stats()
+        s = stats[t.ident]
+        self.assertEqual(s["name"], "worker-é", (t.ident, stats))
+        self.assertFalse(s["alive"])
+        # At least the 30 ms spin and the 20 ms sleep, less a little for
+        # the clock reads at their edges.
+        self.assertGreaterEqual(s["hold_ns"], 29_000_000, s)
+        self.assertGreaterEqual(s["call_ns"], 19_000_000, s)
+        self.assertGreaterEqual(s["acquisitions"], 2)
+        me = stats[threading.get_ident()]
+        self.assertEqual(me["name"], "MainThread", stats)
+        self.assertTrue(me["alive"])
+
+    def test_measure_splits_a_block_into_wait_hold_and_calls(self):
+        _rustgil.set_thread_stats(True)
+        stop = threading.Event()
+        spinner = threading.Thread(target=lambda: [spin(0.001) for _ in iter(stop.is_set, True)])
+        spinner.start()
+        try:
+            t0 = time.monotonic_ns()
+            with _rustgil.measure() as m:
+                spin(0.02)
+                time.sleep(0.01)
+                spin(0.02)
+            elapsed = time.monotonic_ns() - t0
+        finally:
+            stop.set()
+            spinner.join()
+        # The states partition the block's time (both clocks are monotonic).
+        self.assertLess(abs(m.wait_ns + m.hold_ns + m.call_ns - elapsed), 2_000_000, m)
+        self.assertGreaterEqual(m.call_ns, 10_000_000, m)
+        self.assertGreater(m.wait_ns, 0, m)  # the spinner held the GIL at times
+        self.assertGreaterEqual(m.acquisitions, 1)
+        self.assertIn("wait_ns=", repr(m))
+        _rustgil.set_thread_stats(False)
+        try:
+            with self.assertRaisesRegex(RuntimeError, "accounting is off"):
+                with _rustgil.measure():
+                    pass
+        finally:
+            _rustgil.set_thread_stats(True)
+
+    def test_the_documented_wsgi_middleware_reports_gil_time(self):
+        # The example in docs/observability.md, run as it is written there.
+        _rustgil.set_thread_stats(True)
+        doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "observability.md")
+        with open(doc, encoding="utf-8") as f:
+            text = f.read()
+        code = text.split("<!-- middleware -->\n```python\n", 1)[1].split("```", 1)[0]
+        self.assertLessEqual(len(code.strip().splitlines()), 25)
+        namespace = {}
+        exec(code, namespace)
+        logged = []
+
+        def app(environ, start_response):
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            spin(0.005)
+            time.sleep(0.002)
+            return [b"hello"]
+
+        wrapped = namespace["GilTimeMiddleware"](app, lambda **record: logged.append(record))
+        stop = threading.Event()
+        spinner = threading.Thread(target=lambda: [spin(0.001) for _ in iter(stop.is_set, True)])
+        spinner.start()
+        try:
+            for i in range(5):
+                body = b"".join(wrapped({"PATH_INFO": f"/r{i}"}, lambda status, headers: None))
+                self.assertEqual(body, b"hello")
+        finally:
+            stop.set()
+            spinner.join()
+        self.assertEqual([r["path"] for r in logged], [f"/r{i}" for i in range(5)])
+        for r in logged:
+            self.assertGreaterEqual(r["in_calls_ms"], 2.0, r)
+            self.assertGreater(r["held_ms"], 0, r)
+            self.assertGreaterEqual(r["waited_ms"], 0, r)
+        self.assertGreater(sum(r["waited_ms"] for r in logged), 0, logged)
+
+    def env_trace(self, code, value, *options):
+        r = self.run_python(code, *options, PYTHON_RUST_GIL=value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def test_a_trace_from_the_environment_has_every_threads_row(self):
+        import json
+        import tempfile
+        code = ("import os, sys, threading, time\n"
+                "def work():\n"
+                "    end = time.monotonic() + 0.02\n"
+                "    while time.monotonic() < end: pass\n"
+                "    time.sleep(0.005)\n"
+                "ts = [threading.Thread(target=work, name=n) for n in ('alpha', 'beta', 'gamma')]\n"
+                "[t.start() for t in ts]; [t.join() for t in ts]\n"
+                "print(os.getpid(), '_rustgil' in sys.modules)\n")
+        with tempfile.TemporaryDirectory() as d:
+            r = self.env_trace(code, f"{EXPECTED_POLICY},trace={d}/gil-%p.json")
+            pid, imported = r.stdout.split()
+            self.assertEqual(imported, "False", "the program never imports _rustgil")
+            self.assertEqual(os.listdir(d), [f"gil-{pid}.json"])
+            with open(os.path.join(d, f"gil-{pid}.json"), encoding="utf-8") as f:
+                doc = json.load(f)
+        self.assertIn(f"pid {pid}", doc["otherData"]["title"])
+        rows = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+        self.assertLessEqual({"alpha", "beta", "gamma", "MainThread"}, set(rows.values()), rows)
+        running = {rows[e["tid"]] for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] == "running"}
+        self.assertLessEqual({"alpha", "beta", "gamma", "MainThread"}, running)
+        self.assertFalse(doc["otherData"]["ring"])
+
+    def test_a_ring_trace_from_the_environment_keeps_the_last_events(self):
+        import json
+        import tempfile
+        code = "import time\nfor _ in range(200): time.sleep(0.0001)\n"
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gil.json")
+            self.env_trace(code, f"{EXPECTED_POLICY},trace={path},trace_ring=50")
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        self.assertTrue(doc["otherData"]["ring"])
+        self.assertEqual(doc["otherData"]["events"], 50)
+        self.assertGreater(doc["otherData"]["dropped_events"], 300)
+
+    @unittest.skipUnless(hasattr(os, "fork"), "needs fork")
+    def test_a_fork_child_writes_its_own_trace(self):
+        import json
+        import tempfile
+        code = ("import os, threading\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    t = threading.Thread(target=sum, args=(range(10**5),), name='child-worker')\n"
+                "    t.start(); t.join()\n"
+                "else:\n"
+                "    os.waitpid(pid, 0)\n"
+                "    print(os.getpid(), pid)\n")
+        with tempfile.TemporaryDirectory() as d:
+            r = self.env_trace(code, f"{EXPECTED_POLICY},trace={d}/gil-%p.json")
+            parent, child = r.stdout.split()
+            self.assertEqual(sorted(os.listdir(d)), sorted([f"gil-{parent}.json", f"gil-{child}.json"]))
+            with open(os.path.join(d, f"gil-{child}.json"), encoding="utf-8") as f:
+                doc = json.load(f)
+            names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+            self.assertIn("child-worker", names)
+            self.assertIn(f"pid {child}", doc["otherData"]["title"])
+            # Without %p the child does not trace (it would write the parent's file).
+            r = self.env_trace(code, f"{EXPECTED_POLICY},trace={d}/one.json")
+            with open(os.path.join(d, "one.json"), encoding="utf-8") as f:
+                doc = json.load(f)
+            self.assertIn(f"pid {r.stdout.split()[0]}", doc["otherData"]["title"])
+
+    def test_stats_from_the_environment(self):
+        r = self.env_trace("import _rustgil; print(_rustgil.thread_stats_enabled())",
+                           f"{EXPECTED_POLICY},stats=1")
+        self.assertEqual(r.stdout.strip(), "True")
+
+    def test_bad_trace_options_are_startup_errors(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            for bad, message in [
+                (f"priority,trace={d}/t.txt", "must end in .json"),
+                ("priority,trace=", "trace needs a file name"),
+                (f"priority,trace={d}/t-%d.json", "% must be followed by p"),
+                (f"priority,trace={d}/no/such/dir/t.json", f"the GIL trace file '{d}/no/such/dir/t.json' "
+                 "cannot be created"),
+                (f"priority,trace={d}/a.json,trace={d}/b.json", "trace is given twice"),
+                ("priority,trace_ring=10", "trace_ring needs trace=PATH"),
+                (f"priority,trace={d}/t.json,trace_ring=0", "trace_ring must be a number of events"),
+                ("priority,stats=2", "stats must be 0 or 1, not '2'"),
+            ]:
+                self.assertStartupError(bad, message)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_the_report_module_prints_a_table_and_writes_a_timeline(self):
+        import tempfile
+        script = ("import threading, time\n"
+                  "def work():\n"
+                  "    end = time.monotonic() + 0.02\n"
+                  "    while time.monotonic() < end: pass\n"
+                  "ts = [threading.Thread(target=work, name=f'job-{i}') for i in range(2)]\n"
+                  "[t.start() for t in ts]; [t.join() for t in ts]\n")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "work.py")
+            with open(path, "w") as f:
+                f.write(script)
+            svg = os.path.join(d, "t.svg")
+            r = subprocess.run([sys.executable, "-m", "rustgil", "-o", svg, path], capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(svg, encoding="utf-8") as f:
+                picture = f.read()
+            bad = subprocess.run([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "t.txt"), path],
+                                 capture_output=True, text=True, timeout=60)
+        header = r.stderr.splitlines()[0].split()
+        self.assertEqual(header[:3], ["thread", "wait", "ms"])
+        for name in ("job-0", "job-1", "MainThread", "total"):
+            self.assertIn(name, r.stderr)
+        self.assertIn("job-0", picture)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("must end in .svg or .json", bad.stderr)
 
     @unittest.skipUnless(EXPECTED_POLICY.endswith("monitor"), "needs the monitor thread")
     def test_the_monitor_works_and_sleeps_when_idle(self):

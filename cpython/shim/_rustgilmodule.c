@@ -36,6 +36,11 @@
  *                              events, for Perfetto) or .svg
  *   _rustgil.trace_stop()      names the rows after the live threads,
  *                              writes the file, returns the event count
+ *   _rustgil.set_thread_stats(on=True), _rustgil.thread_stats_enabled()
+ *   _rustgil.thread_stats()    per-thread accounting keyed by thread ident
+ *   _rustgil.measure()         context manager: the calling thread's GIL
+ *                              time inside a block
+ *   _rustgil.name_thread(name) names the calling thread for the observers
  */
 #ifndef Py_BUILD_CORE_BUILTIN
 #  define Py_BUILD_CORE_MODULE 1
@@ -46,6 +51,7 @@
 #include <fcntl.h>               /* open */
 #include <strings.h>             /* strcasecmp */
 #include <unistd.h>              /* close */
+#include <stddef.h>              /* offsetof */
 
 #ifndef Py_RUST_GIL
 #  error "_rustgil needs an interpreter configured --with-rust-gil"
@@ -71,6 +77,173 @@ lock_error(const char *what, gil_result_t r)
     PyErr_Format(PyExc_RuntimeError, "rust-gil: %s: %s", what, gil_result_str(r));
     return NULL;
 }
+
+/* ---- naming threads as they start ---------------------------------------
+
+   Traces and per-thread records are keyed by thread-state pointers, which
+   CPython reuses; the shim tags each thread's record with its ident when
+   the thread first takes the GIL (rustgil_tag_thread in
+   ceval_gil_rust.h). Names come from the threading module: an audit hook
+   sees each thread start (_thread.start_joinable_thread: the function is a
+   bound Thread._bootstrap, the third argument the thread's handle, whose
+   ident is known once the start returns) and keeps (handle, name) until
+   the thread's record has its tag; then gil_name_tagged names that record
+   and its row in a running trace, even if the thread has ended meanwhile.
+   Pending names are settled at each later audit event, at trace_stop() and
+   thread_stats(), and at exit (an atexit callback, which runs after the
+   threading module has joined its threads). */
+
+enum { MAX_PENDING = 4096 };
+/* A thread seen starting: its handle, its name, and when (gil_now_ns()):
+   its record began after that, which tells it from later threads that
+   reuse its ident. */
+static struct { PyObject *handle; char *name; uint64_t seen_ns; } rustgil_pending[MAX_PENDING];
+static size_t rustgil_npending = 0;
+static int rustgil_in_audit = 0;
+static int rustgil_atexit_registered = 0;
+
+extern int _PyRustGil_Observing;
+
+/* Names the pending threads whose records carry their tag now. */
+static void
+settle_pending_names(gil_t *lock)
+{
+    PyObject *exc = PyErr_GetRaisedException();
+    size_t kept = 0;
+    for (size_t i = 0; i < rustgil_npending; i++) {
+        PyObject *ident = PyObject_GetAttrString(rustgil_pending[i].handle, "ident");
+        unsigned long long id = ident ? PyLong_AsUnsignedLongLong(ident) : 0;
+        Py_XDECREF(ident);
+        PyErr_Clear();
+        if (id != 0 && id != (unsigned long long)-1 &&
+            gil_name_tagged(lock, (uint64_t)id, rustgil_pending[i].seen_ns, rustgil_pending[i].name) == GIL_OK) {
+            Py_DECREF(rustgil_pending[i].handle);
+            PyMem_RawFree(rustgil_pending[i].name);
+            continue;
+        }
+        rustgil_pending[kept++] = rustgil_pending[i];
+    }
+    rustgil_npending = kept;
+    PyErr_SetRaisedException(exc);
+}
+
+/* Names every live thread the threading module knows (its records and
+   trace rows), by ident. */
+static void
+name_live_threads(gil_t *lock)
+{
+    PyObject *exc = PyErr_GetRaisedException();
+    PyObject *modname = PyUnicode_FromString("threading");
+    PyObject *threading = modname ? PyImport_GetModule(modname) : NULL;
+    Py_XDECREF(modname);
+    PyObject *active = threading ? PyObject_GetAttrString(threading, "_active") : NULL;
+    Py_XDECREF(threading);
+    PyObject *items = (active && PyDict_Check(active)) ? PyDict_Items(active) : NULL;
+    Py_XDECREF(active);
+    for (Py_ssize_t i = 0; items != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *pair = PyList_GET_ITEM(items, i);
+        unsigned long long id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 0));
+        PyObject *name = PyObject_GetAttrString(PyTuple_GET_ITEM(pair, 1), "name");
+        const char *utf8 = (name && PyUnicode_Check(name)) ? PyUnicode_AsUTF8(name) : NULL;
+        if (utf8 != NULL && id != (unsigned long long)-1) {
+            (void)gil_name_tagged(lock, (uint64_t)id, 0, utf8);
+        }
+        Py_XDECREF(name);
+        PyErr_Clear();
+    }
+    Py_XDECREF(items);
+    PyErr_Clear();
+    PyErr_SetRaisedException(exc);
+}
+
+static PyObject *
+rustgil_at_exit(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = (gil_t *)_PyRustGil_Current();
+    if (lock != NULL) {
+        settle_pending_names(lock);
+        name_live_threads(lock);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef rustgil_at_exit_def = {
+    "_rustgil_name_threads_at_exit", rustgil_at_exit, METH_NOARGS, NULL,
+};
+
+static int
+rustgil_audit(const char *event, PyObject *args, void *Py_UNUSED(data))
+{
+    if (rustgil_in_audit || !_PyRustGil_Observing || PyInterpreterState_Get() != PyInterpreterState_Main()) {
+        return 0;
+    }
+    gil_t *lock = (gil_t *)_PyRustGil_Current();
+    if (lock == NULL) {
+        return 0;
+    }
+    rustgil_in_audit = 1;
+    PyObject *exc = PyErr_GetRaisedException();
+    if (rustgil_npending > 0) {
+        settle_pending_names(lock);
+    }
+    if (strcmp(event, "_thread.start_joinable_thread") == 0 && PyTuple_Check(args) &&
+        PyTuple_GET_SIZE(args) >= 3) {
+        PyObject *thread = PyObject_GetAttrString(PyTuple_GET_ITEM(args, 0), "__self__");
+        PyObject *name = thread ? PyObject_GetAttrString(thread, "name") : NULL;
+        const char *utf8 = (name && PyUnicode_Check(name)) ? PyUnicode_AsUTF8(name) : NULL;
+        size_t len = utf8 ? strlen(utf8) : 0;
+        char *copy = utf8 ? PyMem_RawMalloc(len + 1) : NULL;
+        if (copy != NULL) {
+            memcpy(copy, utf8, len + 1);
+            if (rustgil_npending == MAX_PENDING) {
+                /* Threads that never took the GIL: forget the oldest. */
+                Py_DECREF(rustgil_pending[0].handle);
+                PyMem_RawFree(rustgil_pending[0].name);
+                memmove(&rustgil_pending[0], &rustgil_pending[1], (MAX_PENDING - 1) * sizeof rustgil_pending[0]);
+                rustgil_npending--;
+            }
+            rustgil_pending[rustgil_npending].handle = Py_NewRef(PyTuple_GET_ITEM(args, 2));
+            rustgil_pending[rustgil_npending].name = copy;
+            rustgil_pending[rustgil_npending].seen_ns = gil_now_ns();
+            rustgil_npending++;
+        }
+        Py_XDECREF(name);
+        Py_XDECREF(thread);
+        PyErr_Clear();
+        if (!rustgil_atexit_registered) {
+            /* By now the interpreter runs user code: atexit can be imported. */
+            rustgil_atexit_registered = 1;
+            PyObject *atexit = PyImport_ImportModule("atexit");
+            PyObject *func = PyCFunction_New(&rustgil_at_exit_def, NULL);
+            PyObject *r = (atexit && func) ? PyObject_CallMethod(atexit, "register", "O", func) : NULL;
+            Py_XDECREF(r);
+            Py_XDECREF(func);
+            Py_XDECREF(atexit);
+            PyErr_Clear();
+        }
+    }
+    PyErr_SetRaisedException(exc);
+    rustgil_in_audit = 0;
+    return 0;
+}
+
+/* Called by the shim when the options start a trace, and by this module
+   when a trace or the accounting starts: turns tagging on and installs the
+   audit hook once. 0, or -1 if the hook could not be added. */
+int _PyRustGil_InstallNaming(void);
+
+int
+_PyRustGil_InstallNaming(void)
+{
+    static int installed = 0;
+    _PyRustGil_Observing = 1;
+    if (installed) {
+        return 0;
+    }
+    installed = 1;
+    return PySys_AddAuditHook(rustgil_audit, NULL);
+}
+
 
 static PyObject *
 rustgil_policy(PyObject *module, PyObject *Py_UNUSED(ignored))
@@ -243,13 +416,13 @@ rustgil_counters(PyObject *module, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
-histogram_list(const uint64_t *buckets)
+histogram_list(const uint64_t *buckets, Py_ssize_t n)
 {
-    PyObject *list = PyList_New(GIL_HISTOGRAM_BUCKETS);
+    PyObject *list = PyList_New(n);
     if (list == NULL) {
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < GIL_HISTOGRAM_BUCKETS; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = PyLong_FromUnsignedLongLong(buckets[i]);
         if (v == NULL) {
             Py_DECREF(list);
@@ -295,13 +468,295 @@ rustgil_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     if (set_owned(d, "histograms_enabled", PyBool_FromLong(enabled)) < 0 ||
-        set_owned(d, "wait_histogram", histogram_list(h.wait)) < 0 ||
-        set_owned(d, "hold_histogram", histogram_list(h.hold)) < 0) {
+        set_owned(d, "wait_histogram", histogram_list(h.wait, GIL_HISTOGRAM_BUCKETS)) < 0 ||
+        set_owned(d, "hold_histogram", histogram_list(h.hold, GIL_HISTOGRAM_BUCKETS)) < 0 ||
+        set_owned(d, "wait_histogram_fine", histogram_list(h.wait_fine, GIL_HISTOGRAM_FINE_BUCKETS)) < 0 ||
+        set_owned(d, "hold_histogram_fine", histogram_list(h.hold_fine, GIL_HISTOGRAM_FINE_BUCKETS)) < 0) {
         Py_DECREF(d);
         return NULL;
     }
     return d;
 }
+
+/* ---- per-thread accounting --------------------------------------------- */
+
+static PyObject *
+rustgil_set_thread_stats(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"on", NULL};
+    int on = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:set_thread_stats", keywords, &on)) {
+        return NULL;
+    }
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    gil_result_t r = gil_set_thread_stats(lock, on != 0);
+    if (r != GIL_OK) {
+        return lock_error("gil_set_thread_stats", r);
+    }
+    if (on && _PyRustGil_InstallNaming() < 0) {
+        PyErr_Clear();  /* names are a nicety */
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rustgil_thread_stats_enabled(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    bool on = false;
+    gil_result_t r = gil_get_thread_stats_enabled(lock, &on);
+    if (r != GIL_OK) {
+        return lock_error("gil_get_thread_stats_enabled", r);
+    }
+    return PyBool_FromLong(on);
+}
+
+/* The fields of a gil_thread_stats_t that measure() differences and
+   thread_stats() reports, in that order. */
+#define RUSTGIL_STAT_FIELDS(X)                                                 \
+    X(wait_ns) X(hold_ns) X(call_ns) X(acquisitions) X(switches_in) X(waits)   \
+    X(forced_releases) X(drop_requests_raised) X(drop_requests_received)
+
+static PyObject *
+stats_dict(const gil_thread_stats_t *t, PyObject *name)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL) {
+        return NULL;
+    }
+    if (PyDict_SetItemString(d, "name", name) < 0 || set_owned(d, "alive", PyBool_FromLong(t->alive)) < 0) {
+        goto fail;
+    }
+#define SET_FIELD(f) if (set_u64(d, #f, t->f) < 0) goto fail;
+    RUSTGIL_STAT_FIELDS(SET_FIELD)
+#undef SET_FIELD
+    return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+struct collect {
+    PyObject *dict;      /* ident -> stats dict */
+    PyObject *alive;     /* idents whose entry is a live thread */
+    int failed;
+};
+
+static int
+collect_stats(void *user_data, const gil_thread_stats_t *t)
+{
+    struct collect *c = user_data;
+    if (t->tag == 0) {
+        return 0;  /* never tagged: no ident to key it by */
+    }
+    PyObject *key = PyLong_FromUnsignedLongLong(t->tag);
+    if (key == NULL) {
+        c->failed = 1;
+        return 1;
+    }
+    /* An ident reused by a later thread: the latest live record, else the
+       latest (records come oldest first), as gil_name_tagged chooses. */
+    int have_live = PySet_Contains(c->alive, key);
+    PyObject *name = t->name ? PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)strlen(t->name), "replace")
+                             : Py_NewRef(Py_None);
+    PyObject *value = name ? stats_dict(t, name) : NULL;
+    Py_XDECREF(name);
+    int rc = value == NULL || have_live < 0 ? -1 : 0;
+    if (rc == 0 && (t->alive || !have_live)) {
+        rc = PyDict_SetItem(c->dict, key, value);
+        if (rc == 0 && t->alive) {
+            rc = PySet_Add(c->alive, key);
+        }
+    }
+    Py_XDECREF(value);
+    Py_DECREF(key);
+    if (rc < 0) {
+        c->failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *
+rustgil_thread_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    settle_pending_names(lock);
+    name_live_threads(lock);
+    struct collect c = {PyDict_New(), PySet_New(NULL), 0};
+    if (c.dict == NULL || c.alive == NULL) {
+        goto fail;
+    }
+    gil_result_t r = gil_foreach_thread_stats(lock, collect_stats, &c);
+    if (r != GIL_OK) {
+        lock_error("gil_foreach_thread_stats", r);
+        goto fail;
+    }
+    if (c.failed) {
+        goto fail;
+    }
+    Py_DECREF(c.alive);
+    return c.dict;
+fail:
+    Py_XDECREF(c.dict);
+    Py_XDECREF(c.alive);
+    return NULL;
+}
+
+static PyObject *
+rustgil_name_thread(PyObject *module, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (name == NULL) {
+        return NULL;
+    }
+    gil_t *lock = current_lock();
+    if (lock == NULL) {
+        return NULL;
+    }
+    gil_result_t r = gil_name_thread(lock, PyThreadState_Get(), name);
+    if (r != GIL_OK) {
+        return lock_error("gil_name_thread", r);
+    }
+    Py_RETURN_NONE;
+}
+
+/* measure(): a context manager over the calling thread's record. */
+typedef struct {
+    PyObject_HEAD
+    gil_thread_stats_t start;
+    int entered;
+#define DECLARE_FIELD(f) unsigned long long f;
+    RUSTGIL_STAT_FIELDS(DECLARE_FIELD)
+#undef DECLARE_FIELD
+} MeasureObject;
+
+/* The calling thread's record now; zeros if it has none yet. -1 with an
+   exception if accounting is off. */
+static int
+current_thread_stats(gil_t *lock, gil_thread_stats_t *out)
+{
+    bool on = false;
+    gil_result_t r = gil_get_thread_stats_enabled(lock, &on);
+    if (r != GIL_OK) {
+        lock_error("gil_get_thread_stats_enabled", r);
+        return -1;
+    }
+    if (!on) {
+        PyErr_SetString(PyExc_RuntimeError, "per-thread GIL accounting is off: turn it on with "
+                        "_rustgil.set_thread_stats() or PYTHON_RUST_GIL=POLICY,stats=1");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    r = gil_get_thread_stats(lock, PyThreadState_Get(), out);
+    if (r == GIL_ERR_UNKNOWN_THREAD) {
+        memset(out, 0, sizeof *out);
+        return 0;
+    }
+    if (r != GIL_OK) {
+        lock_error("gil_get_thread_stats", r);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+measure_enter(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    MeasureObject *self = (MeasureObject *)op;
+    gil_t *lock = current_lock();
+    if (lock == NULL || current_thread_stats(lock, &self->start) < 0) {
+        return NULL;
+    }
+    self->entered = 1;
+    return Py_NewRef(op);
+}
+
+static PyObject *
+measure_exit(PyObject *op, PyObject *Py_UNUSED(args))
+{
+    MeasureObject *self = (MeasureObject *)op;
+    gil_thread_stats_t now;
+    gil_t *lock = current_lock();
+    if (!self->entered) {
+        PyErr_SetString(PyExc_RuntimeError, "measure: __exit__ without __enter__");
+        return NULL;
+    }
+    if (lock == NULL || current_thread_stats(lock, &now) < 0) {
+        return NULL;
+    }
+    self->entered = 0;
+    /* A record that began inside the block counts from its start. */
+    const gil_thread_stats_t *from = (now.first_ns == self->start.first_ns) ? &self->start : NULL;
+#define DIFF_FIELD(f) self->f = now.f - (from ? from->f : 0);
+    RUSTGIL_STAT_FIELDS(DIFF_FIELD)
+#undef DIFF_FIELD
+    Py_RETURN_FALSE;
+}
+
+static PyObject *
+measure_repr(PyObject *op)
+{
+    MeasureObject *self = (MeasureObject *)op;
+    return PyUnicode_FromFormat("<_rustgil.measure wait_ns=%llu hold_ns=%llu call_ns=%llu acquisitions=%llu>",
+                                self->wait_ns, self->hold_ns, self->call_ns, self->acquisitions);
+}
+
+static PyMethodDef measure_methods[] = {
+    {"__enter__", measure_enter, METH_NOARGS, NULL},
+    {"__exit__", measure_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef measure_members[] = {
+#define MEMBER(f) {#f, Py_T_ULONGLONG, offsetof(MeasureObject, f), Py_READONLY, NULL},
+    RUSTGIL_STAT_FIELDS(MEMBER)
+#undef MEMBER
+    {NULL, 0, 0, 0, NULL},
+};
+
+static void
+measure_dealloc(PyObject *op)
+{
+    PyTypeObject *tp = Py_TYPE(op);
+    tp->tp_free(op);
+    Py_DECREF(tp);  /* instances of heap types own a reference to it */
+}
+
+static PyType_Slot measure_slots[] = {
+    {Py_tp_dealloc, measure_dealloc},
+    {Py_tp_doc, (void *)"measure()\n--\n\n"
+                "A context manager measuring the calling thread's GIL time inside a\n"
+                "block: after it, wait_ns, hold_ns, call_ns (released around calls),\n"
+                "acquisitions, switches_in, waits, forced_releases,\n"
+                "drop_requests_raised and drop_requests_received hold what the block\n"
+                "added. Needs per-thread accounting on (set_thread_stats() or\n"
+                "PYTHON_RUST_GIL=POLICY,stats=1)."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_repr, measure_repr},
+    {Py_tp_methods, measure_methods},
+    {Py_tp_members, measure_members},
+    {0, NULL},
+};
+
+/* A heap type, made per interpreter: this module supports interpreters
+   with their own GIL. */
+static PyType_Spec measure_spec = {
+    .name = "_rustgil.measure",
+    .basicsize = sizeof(MeasureObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = measure_slots,
+};
 
 static PyObject *
 rustgil_enable_histograms(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -336,15 +791,20 @@ rustgil_reset_histograms(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* The lock whose accounting trace_start() turned on, to turn it off again
+   at trace_stop(); NULL if it was on already. */
+static gil_t *trace_turned_stats_on = NULL;
+
 static PyObject *
 rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"path", "title", "max_events", NULL};
+    static char *keywords[] = {"path", "title", "max_events", "ring", NULL};
     PyObject *path = NULL;
     const char *title = NULL;
     Py_ssize_t max_events = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|zn:trace_start", keywords, PyUnicode_FSConverter,
-                                     &path, &title, &max_events)) {
+    int ring = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|zn$p:trace_start", keywords, PyUnicode_FSConverter,
+                                     &path, &title, &max_events, &ring)) {
         return NULL;
     }
     PyObject *result = NULL;
@@ -375,7 +835,7 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_Clear();
         title = default_title;
     }
-    gil_result_t r = gil_trace_start(lock, p, title, (size_t)max_events);
+    gil_result_t r = gil_trace_start_ex(lock, p, title, (size_t)max_events, ring ? GIL_TRACE_RING : 0);
     if (r == GIL_ERR_BUSY) {
         PyErr_SetString(PyExc_RuntimeError, "a GIL trace is already running in this interpreter");
         goto done;
@@ -396,6 +856,16 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
     if (r != GIL_OK) {
         lock_error("gil_trace_start", r);
         goto done;
+    }
+    /* The rows are named through the accounting's records (tagged with
+       each thread's ident): on while the trace runs. */
+    bool stats_on = true;
+    if (gil_get_thread_stats_enabled(lock, &stats_on) == GIL_OK && !stats_on &&
+        gil_set_thread_stats(lock, true) == GIL_OK) {
+        trace_turned_stats_on = lock;
+    }
+    if (_PyRustGil_InstallNaming() < 0) {
+        PyErr_Clear();  /* names are a nicety */
     }
     result = Py_NewRef(Py_None);
 done:
@@ -465,6 +935,7 @@ rustgil_trace_stop(PyObject *module, PyObject *Py_UNUSED(ignored))
     if (lock == NULL) {
         return NULL;
     }
+    settle_pending_names(lock);
     name_trace_rows(lock);
     uint64_t events = 0;
     gil_result_t r;
@@ -475,6 +946,10 @@ rustgil_trace_stop(PyObject *module, PyObject *Py_UNUSED(ignored))
     if (r == GIL_ERR_NOT_TRACING) {
         PyErr_SetString(PyExc_RuntimeError, "no GIL trace is running in this interpreter");
         return NULL;
+    }
+    if (trace_turned_stats_on == lock) {
+        trace_turned_stats_on = NULL;
+        (void)gil_set_thread_stats(lock, false);
     }
     if (r == GIL_ERR_IO) {
         PyErr_SetString(PyExc_OSError, "the GIL trace could not be written to its file");
@@ -510,19 +985,37 @@ static PyMethodDef rustgil_methods[] = {
      "lazy_takeovers, starvation_promotions."},
     {"stats", rustgil_stats, METH_NOARGS,
      "stats()\n--\n\nThe counters, plus histograms_enabled and wait_histogram /\n"
-     "hold_histogram: 64 counts each, bucket i counting [2**i, 2**(i+1)) ns."},
+     "hold_histogram: 64 counts each, bucket i counting [2**i, 2**(i+1)) ns;\n"
+     "wait_histogram_fine / hold_histogram_fine: 496 counts each, bucket i\n"
+     "counting [i, i+1) ns below 8, above that eight per power of two\n"
+     "(bucket 8 + 8*(p-3) + k counts [(8+k) * 2**(p-3), (9+k) * 2**(p-3)) ns)."},
+    {"set_thread_stats", (PyCFunction)(void (*)(void))rustgil_set_thread_stats, METH_VARARGS | METH_KEYWORDS,
+     "set_thread_stats(on=True)\n--\n\nTurns per-thread GIL accounting on or off (off by default; off it\n"
+     "costs nothing)."},
+    {"thread_stats_enabled", rustgil_thread_stats_enabled, METH_NOARGS,
+     "thread_stats_enabled()\n--\n\nWhether per-thread GIL accounting is on."},
+    {"thread_stats", rustgil_thread_stats, METH_NOARGS,
+     "thread_stats()\n--\n\nEach thread's GIL accounting, keyed by thread ident: a dict with name\n"
+     "(threading's, or None), alive, wait_ns, hold_ns, call_ns (released\n"
+     "around blocking calls), acquisitions, switches_in, waits,\n"
+     "forced_releases, drop_requests_raised, drop_requests_received.\n"
+     "Threads that ended are kept (the last 1024); for an ident reused by\n"
+     "a later thread, the live or latest one."},
+    {"name_thread", rustgil_name_thread, METH_O,
+     "name_thread(name)\n--\n\nNames the calling thread in the accounting and the running trace."},
     {"enable_histograms", (PyCFunction)(void (*)(void))rustgil_enable_histograms,
      METH_VARARGS | METH_KEYWORDS,
      "enable_histograms(on=True)\n--\n\nTurns the wait/hold-time histograms on or off."},
     {"reset_histograms", rustgil_reset_histograms, METH_NOARGS,
      "reset_histograms()\n--\n\nEmpties the wait/hold-time histograms."},
     {"trace_start", (PyCFunction)(void (*)(void))rustgil_trace_start, METH_VARARGS | METH_KEYWORDS,
-     "trace_start(path, title=None, max_events=0)\n--\n\n"
+     "trace_start(path, title=None, max_events=0, *, ring=False)\n--\n\n"
      "Starts recording this interpreter's GIL events. path must end in .json\n"
      "(Chrome trace events: open it in ui.perfetto.dev) or .svg (a timeline:\n"
      "one row per thread, running / waiting / in a system call). The file\n"
      "is created now and written by trace_stop(). At most max_events\n"
-     "events are kept (0: about a million)."},
+     "events are kept (0: about a million): the first ones, or with\n"
+     "ring=True the last ones."},
     {"trace_stop", rustgil_trace_stop, METH_NOARGS,
      "trace_stop()\n--\n\nStops the trace, names its rows after the live threads,\n"
      "writes the file and returns the number of events."},
@@ -532,6 +1025,15 @@ static PyMethodDef rustgil_methods[] = {
 static int
 rustgil_exec(PyObject *module)
 {
+    PyObject *measure = PyType_FromModuleAndSpec(module, &measure_spec, NULL);
+    if (measure == NULL) {
+        return -1;
+    }
+    int rc = PyModule_AddType(module, (PyTypeObject *)measure);
+    Py_DECREF(measure);
+    if (rc < 0) {
+        return -1;
+    }
     return PyModule_AddStringConstant(module, "version", gil_version());
 }
 

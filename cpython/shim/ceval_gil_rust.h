@@ -50,11 +50,15 @@
 #include <stdio.h>      // snprintf()
 #include <stdlib.h>     // getenv()
 #include <string.h>     // memchr(), memcmp(), strcspn()
+#include <strings.h>    // strncasecmp()
+#include <unistd.h>     // getpid()
 #include <wchar.h>      // wcschr()
 
 #include "pycore_initconfig.h"  // _Py_get_xoption()
 
 #define DEFAULT_INTERVAL GIL_DEFAULT_SWITCH_INTERVAL_US
+/* The longest trace=PATH kept, with its terminating NUL. */
+#define RUSTGIL_TRACE_MAX 1024
 /* The policy when neither -X rust_gil nor PYTHON_RUST_GIL names one:
    configure's --with-rust-gil-policy, else the one docs/policies.md chose. */
 #ifdef Py_RUST_GIL_DEFAULT_POLICY
@@ -159,6 +163,62 @@ rustgil_escape(char *out, size_t size, const char *text, size_t len)
 
 /* text[0..len), a whole unsigned decimal number (digits only: no sign, no
    space) no larger than max, into *out; -1 if it is not one. */
+/* trace=PATH: a file name ending in .json (Chrome trace events, for
+   Perfetto) or .svg, in which %p stands for the process id and %% for a
+   percent sign; no other %. */
+static int
+rustgil_check_trace_path(const char *value, size_t len, char *why, size_t why_size)
+{
+    char shown[128];
+    rustgil_escape(shown, sizeof shown, value, len);
+    if (len == 0 || len >= RUSTGIL_TRACE_MAX - 32) {
+        snprintf(why, why_size, "trace needs a file name of 1 to 990 bytes, not '%s'", shown);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (value[i] == '%') {
+            if (i + 1 < len && (value[i + 1] == 'p' || value[i + 1] == '%')) {
+                i++;
+                continue;
+            }
+            snprintf(why, why_size, "trace file '%s': %% must be followed by p (the process id) "
+                     "or %% (a percent sign)", shown);
+            return -1;
+        }
+    }
+    int json = len > 5 && strncasecmp(value + len - 5, ".json", 5) == 0;
+    int svg = len > 4 && strncasecmp(value + len - 4, ".svg", 4) == 0;
+    if (!json && !svg) {
+        snprintf(why, why_size, "trace file '%s' must end in .json (Chrome trace events, for "
+                 "Perfetto) or .svg (a timeline)", shown);
+        return -1;
+    }
+    return 0;
+}
+
+/* The trace path for this process: %p replaced by the pid, %% by %. The
+   template was checked by rustgil_check_trace_path. */
+static void
+rustgil_expand_trace_path(const char *template, char *out, size_t size)
+{
+    size_t n = 0;
+    for (const char *p = template; *p != '\0' && n + 1 < size; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            int w = snprintf(out + n, size - n, "%ld", (long)getpid());
+            n += w > 0 ? (size_t)w : 0;
+            p++;
+        }
+        else if (p[0] == '%' && p[1] == '%') {
+            out[n++] = '%';
+            p++;
+        }
+        else {
+            out[n++] = *p;
+        }
+    }
+    out[n < size ? n : size - 1] = '\0';
+}
+
 static int
 rustgil_parse_us(const char *text, size_t len, uint64_t max, uint64_t *out)
 {
@@ -180,7 +240,15 @@ rustgil_parse_us(const char *text, size_t len, uint64_t max, uint64_t *out)
     return 0;
 }
 
-#define RUSTGIL_KEYS "keys: lazy_us, spin_us, laps"
+#define RUSTGIL_KEYS "keys: lazy_us, spin_us, laps, stats, trace, trace_ring"
+
+/* What the options ask for beyond the lock's configuration: observers
+   started with the interpreter (see create_gil). */
+typedef struct {
+    int stats;              /* stats=1: per-thread accounting from the start */
+    char trace[RUSTGIL_TRACE_MAX]; /* trace=PATH, as given (%p not yet expanded) */
+    uint64_t trace_ring;    /* trace_ring=N: keep the last N events */
+} rustgil_observe_t;
 
 /* Parses a policy value (-X rust_gil, PYTHON_RUST_GIL) into *config. The grammar is strict:
 
@@ -193,8 +261,10 @@ rustgil_parse_us(const char *text, size_t len, uint64_t max, uint64_t *out)
    twice are errors, so a typo never silently leaves a default in force.
    On error returns -1 with the reason in why. */
 static int
-rustgil_parse_config(const char *text, gil_config_t *config, char *why, size_t why_size)
+rustgil_parse_config(const char *text, gil_config_t *config, rustgil_observe_t *observe,
+                     char *why, size_t why_size)
 {
+    memset(observe, 0, sizeof *observe);
     char shown[128];
     char known[256];
     rustgil_known_presets(known, sizeof known);
@@ -215,7 +285,7 @@ rustgil_parse_config(const char *text, gil_config_t *config, char *why, size_t w
         snprintf(why, why_size, "unknown GIL policy '%s' (known: %s)", shown, known);
         return -1;
     }
-    int seen_lazy = 0, seen_spin = 0, seen_laps = 0;
+    int seen_lazy = 0, seen_spin = 0, seen_laps = 0, seen_stats = 0, seen_trace = 0, seen_ring = 0;
     const char *p = text + preset_len;
     while (*p == ',') {
         const char *option = p + 1;
@@ -288,14 +358,56 @@ rustgil_parse_config(const char *text, gil_config_t *config, char *why, size_t w
             }
             config->laps = (uint32_t)us;
         }
+        else if (key_len == 5 && memcmp(option, "stats", 5) == 0) {
+            if (seen_stats++) {
+                snprintf(why, why_size, "stats is given twice");
+                return -1;
+            }
+            if (value_len != 1 || (value[0] != '0' && value[0] != '1')) {
+                snprintf(why, why_size, "stats must be 0 or 1, not '%s'", shown_value);
+                return -1;
+            }
+            observe->stats = value[0] == '1';
+        }
+        else if (key_len == 5 && memcmp(option, "trace", 5) == 0) {
+            if (seen_trace++) {
+                snprintf(why, why_size, "trace is given twice");
+                return -1;
+            }
+            if (rustgil_check_trace_path(value, value_len, why, why_size) < 0) {
+                return -1;
+            }
+            memcpy(observe->trace, value, value_len);
+            observe->trace[value_len] = '\0';
+        }
+        else if (key_len == 10 && memcmp(option, "trace_ring", 10) == 0) {
+            if (seen_ring++) {
+                snprintf(why, why_size, "trace_ring is given twice");
+                return -1;
+            }
+            if (rustgil_parse_us(value, value_len, (uint64_t)1 << 32, &us) < 0 || us == 0) {
+                snprintf(why, why_size, "trace_ring must be a number of events from 1 to %llu, not '%s'",
+                         (unsigned long long)1 << 32, shown_value);
+                return -1;
+            }
+            observe->trace_ring = us;
+        }
         else {
             rustgil_escape(shown, sizeof shown, option, key_len);
             snprintf(why, why_size, "unknown option '%s' (" RUSTGIL_KEYS ")", shown);
             return -1;
         }
     }
+    if (observe->trace_ring != 0 && observe->trace[0] == '\0') {
+        snprintf(why, why_size, "trace_ring needs trace=PATH");
+        return -1;
+    }
     return 0;
 }
+
+/* Where the options came from, for messages about them later. */
+static const char *rustgil_options_source = "";
+static char rustgil_options_value[1024];
 
 /* -X rust_gil's value (the first -X rust_gil, as CPython takes the first
    -X gil) as UTF-8 into out, or NULL if there is none. The main
@@ -364,7 +476,7 @@ rustgil_xoption(char *out, size_t size)
    -X rust_gil= is such an error: unlike a variable, an option is never set
    by accident. */
 static void
-rustgil_config_from_options(gil_config_t *config)
+rustgil_config_from_options(gil_config_t *config, rustgil_observe_t *observe)
 {
     static char xvalue[1024];
     const char *value = rustgil_xoption(xvalue, sizeof xvalue);
@@ -387,7 +499,7 @@ rustgil_config_from_options(gil_config_t *config)
     if (value[0] == '\0') {
         snprintf(why, sizeof why, "no GIL policy given (-X rust_gil=POLICY[,KEY=N...])");
     }
-    if (value[0] == '\0' || rustgil_parse_config(value, config, why, sizeof why) < 0) {
+    if (value[0] == '\0' || rustgil_parse_config(value, config, observe, why, sizeof why) < 0) {
         /* Py_ExitStatusException keeps a pointer to the message: static. */
         static char message[1024];
         char shown[256];
@@ -395,6 +507,8 @@ rustgil_config_from_options(gil_config_t *config)
         snprintf(message, sizeof message, "%s='%s': %s", source, shown, why);
         Py_ExitStatusException(_PyStatus_ERR(message));
     }
+    rustgil_options_source = source;
+    snprintf(rustgil_options_value, sizeof rustgil_options_value, "%s", value);
 }
 
 /* The policy of every GIL in the process: the options as read when the
@@ -404,6 +518,7 @@ rustgil_config_from_options(gil_config_t *config)
    start-up can neither change their policy nor end the process when one is
    created. */
 static gil_config_t rustgil_env_config;
+static rustgil_observe_t rustgil_env_observe;
 static int rustgil_env_config_read = 0;
 
 static void
@@ -430,11 +545,98 @@ rustgil_lock_interval(unsigned long microseconds)
     return microseconds > GIL_MAX_SWITCH_INTERVAL_US ? GIL_MAX_SWITCH_INTERVAL_US : microseconds;
 }
 
+/* Observers asked for by the options (stats=1, trace=PATH) run on the main
+   interpreter's lock. While a trace or the accounting runs, take_gil tags
+   each thread's record with its ident (rustgil_tag_thread), so that
+   _rustgil can name threads after they end. */
+int _PyRustGil_Observing = 0;
+static gil_t *rustgil_env_trace_lock = NULL;
+static char rustgil_env_trace_path[1100];
+
+/* Defined in Modules/_rustgilmodule.c (built in): names threads as the
+   threading module starts them, for the traces and the accounting. */
+extern int _PyRustGil_InstallNaming(void);
+
+/* Writes the trace the options started, at exit (the main interpreter's
+   lock is never freed at finalization, see destroy_gil); nothing if it was
+   stopped already (_rustgil.trace_stop()) or never started in this
+   process. A fork child that leaves by os._exit writes nothing. */
+static void
+rustgil_write_env_trace(void)
+{
+    gil_t *lock = rustgil_env_trace_lock;
+    if (lock == NULL) {
+        return;
+    }
+    rustgil_env_trace_lock = NULL;
+    gil_result_t r = gil_trace_stop(lock, NULL);
+    if (r != GIL_OK && r != GIL_ERR_NOT_TRACING) {
+        fprintf(stderr, "rust-gil: the GIL trace could not be written to '%s': %s\n",
+                rustgil_env_trace_path, gil_result_str(r));
+    }
+}
+
+/* Starts the observers the options ask for on the main interpreter's lock.
+   In a fork child (child = 1) a trace starts only if its path has %p: the
+   parent's file is the parent's. A trace that cannot start ends start-up
+   (or, in a child, is reported on stderr) naming the file. */
+static void
+rustgil_start_observers(gil_t *lock, int child)
+{
+    const rustgil_observe_t *o = &rustgil_env_observe;
+    if (o->stats || o->trace[0] != '\0') {
+        RUSTGIL_CHECK(gil_set_thread_stats(lock, true));
+        _PyRustGil_Observing = 1;
+    }
+    if (o->trace[0] == '\0' || (child && strstr(o->trace, "%p") == NULL)) {
+        return;
+    }
+    rustgil_expand_trace_path(o->trace, rustgil_env_trace_path, sizeof rustgil_env_trace_path);
+    char title[200];
+    const char *name = NULL;
+    (void)gil_get_preset(lock, &name);
+    snprintf(title, sizeof title, "Python %s, GIL policy %s, pid %ld", PY_VERSION,
+             name != NULL ? name : "?", (long)getpid());
+    gil_result_t r = gil_trace_start_ex(lock, rustgil_env_trace_path, title, (size_t)o->trace_ring,
+                                        o->trace_ring != 0 ? GIL_TRACE_RING : 0);
+    if (r != GIL_OK) {
+        static char message[2048];
+        snprintf(message, sizeof message, "%s='%.300s': the GIL trace file '%.1000s' cannot be created: %s%s%s",
+                 rustgil_options_source, rustgil_options_value, rustgil_env_trace_path,
+                 gil_result_str(r), r == GIL_ERR_IO ? ": " : "", r == GIL_ERR_IO ? strerror(errno) : "");
+        if (child) {
+            fprintf(stderr, "rust-gil: %s\n", message);
+            return;
+        }
+        Py_ExitStatusException(_PyStatus_ERR(message));
+    }
+    rustgil_env_trace_lock = lock;
+    static int registered = 0;
+    if (!registered) {
+        registered = 1;
+        atexit(rustgil_write_env_trace);
+    }
+    (void)_PyRustGil_InstallNaming();
+}
+
+/* With observers on: tags the record of this thread's life with its ident
+   (at each acquisition: a record may begin at any of them, e.g. when the
+   accounting is turned on again), so it can be named after it ends. A
+   token without a record (accounting off) is left alone. */
+static inline void
+rustgil_tag_thread(gil_t *lock, PyThreadState *tstate)
+{
+    if (_PyRustGil_Observing) {
+        (void)gil_tag_thread(lock, tstate, (uint64_t)tstate->thread_id);
+    }
+}
+
 static void
 create_gil(struct _gil_runtime_state *gil)
 {
-    if (gil == &_PyRuntime._main_interpreter._gil || !rustgil_env_config_read) {
-        rustgil_config_from_options(&rustgil_env_config);
+    int main_gil = gil == &_PyRuntime._main_interpreter._gil;
+    if (main_gil || !rustgil_env_config_read) {
+        rustgil_config_from_options(&rustgil_env_config, &rustgil_env_observe);
         rustgil_env_config_read = 1;
     }
     gil_config_t config = rustgil_env_config;
@@ -442,6 +644,9 @@ create_gil(struct _gil_runtime_state *gil)
     config.on_drop_request = rustgil_on_drop_request;
     gil_t *lock = NULL;
     RUSTGIL_CHECK(gil_new(&config, &lock));
+    if (main_gil) {
+        rustgil_start_observers(lock, 0);
+    }
     gil->rust_gil = lock;
     gil->switch_number = 0;
     _Py_atomic_store_ptr_relaxed(&gil->last_holder, 0);
@@ -451,6 +656,10 @@ create_gil(struct _gil_runtime_state *gil)
 static void
 destroy_gil(struct _gil_runtime_state *gil)
 {
+    /* A second Py_Initialize: the trace of the first one ends here. */
+    if (rustgil_env_trace_lock != NULL && rustgil_env_trace_lock == rustgil_of(gil)) {
+        rustgil_write_env_trace();
+    }
     /* A daemon thread may still be waiting (it exits at its next switch
        interval, see take_gil). Then the lock cannot be freed safely: it is
        left allocated, a deliberate leak at interpreter shutdown. */
@@ -471,6 +680,13 @@ recreate_gil(struct _gil_runtime_state *gil)
     void *token = gil;  /* any token: the lock is handed over at once */
     RUSTGIL_CHECK(gil_reinit_after_fork(lock, token));
     RUSTGIL_CHECK(gil_release(lock, token, GIL_RELEASE_FINAL));
+    /* The parent's trace was dropped by gil_reinit_after_fork; the child
+       starts its own (into its own file, if the path has %p). */
+    if (lock == rustgil_env_trace_lock || (gil == &_PyRuntime._main_interpreter._gil
+                                          && rustgil_env_observe.trace[0] != '\0')) {
+        rustgil_env_trace_lock = NULL;
+        rustgil_start_observers(lock, 1);
+    }
     gil->switch_number = 0;
     _Py_atomic_store_ptr_relaxed(&gil->last_holder, 0);
     _Py_atomic_store_int_release(&gil->locked, 0);
@@ -574,6 +790,7 @@ take_gil(PyThreadState *tstate)
 
     tstate->_status.holds_gil = 1;
     update_eval_breaker_for_thread(interp, tstate);
+    rustgil_tag_thread(lock, tstate);
 
     errno = err;
 }

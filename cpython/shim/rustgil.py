@@ -1,0 +1,147 @@
+"""Who waited for the GIL, who held it, and for how long.
+
+Run a script (or a module) under the rust-gil GIL's observers and get, at
+exit, a per-thread table on stderr and a timeline picture::
+
+    python -m rustgil [-o FILE.svg|FILE.json] [--ring N] script.py [args...]
+    python -m rustgil [options] -m module [args...]
+
+The table has, for each thread: the time it waited for the GIL, held it,
+and spent released around blocking calls ("in calls"), how many times it
+took the GIL, how many of those followed another thread (switches in), and
+how many times it was forced to drop it. The timeline (default
+``rustgil-PID.svg`` in the current directory) has one row per thread:
+running, waiting, in a call. A ``.json`` file opens in ui.perfetto.dev.
+
+Within a program, ``_rustgil.measure()`` measures the calling thread inside
+a block (see the docs' WSGI middleware), and ``_rustgil.thread_stats()``
+gives every thread's totals. To trace a program without changing how it is
+started, set ``PYTHON_RUST_GIL=priority,trace=/tmp/gil-%p.svg``.
+
+Needs an interpreter configured ``--with-rust-gil``.
+"""
+
+import argparse
+import atexit
+import os
+import runpy
+import sys
+
+__all__ = ["format_table", "main"]
+
+_COLUMNS = (
+    ("thread", None),
+    ("wait ms", "wait_ns"),
+    ("hold ms", "hold_ns"),
+    ("in calls ms", "call_ns"),
+    ("acquisitions", "acquisitions"),
+    ("switches in", "switches_in"),
+    ("forced", "forced_releases"),
+)
+
+
+def format_table(stats, elapsed_ns=None):
+    """The per-thread table of ``_rustgil.thread_stats()``'s result, as text."""
+    rows = []
+    for ident, s in sorted(stats.items(), key=lambda kv: -kv[1]["wait_ns"]):
+        name = s["name"] or "thread"
+        row = [f"{name} ({ident})"]
+        for _, key in _COLUMNS[1:]:
+            value = s[key]
+            row.append(f"{value / 1e6:.1f}" if key.endswith("_ns") else str(value))
+        rows.append(row)
+    if stats:
+        total = ["total"]
+        for _, key in _COLUMNS[1:]:
+            value = sum(s[key] for s in stats.values())
+            total.append(f"{value / 1e6:.1f}" if key.endswith("_ns") else str(value))
+        rows.append(total)
+    header = [title for title, _ in _COLUMNS]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+
+    def line(cells):
+        first = cells[0].ljust(widths[0])
+        rest = (c.rjust(w) for c, w in zip(cells[1:], widths[1:]))
+        return "  ".join([first, *rest])
+
+    out = [line(header), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    if elapsed_ns is not None:
+        out.append(f"over {elapsed_ns / 1e6:.1f} ms; threads sorted by time waiting for the GIL")
+    return "\n".join(out)
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="python -m rustgil",
+        description="Run a script under the GIL's per-thread accounting and a trace; "
+        "print a per-thread table at exit and write a timeline.",
+    )
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="timeline file: .svg (picture) or .json (Perfetto); "
+                        "default rustgil-PID.svg")
+    p.add_argument("--ring", type=int, metavar="N", default=0,
+                   help="keep only the last N events in the timeline (default: the first million)")
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m does")
+    p.add_argument("target", nargs="?", help="the script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    return p
+
+
+def main(argv=None):
+    try:
+        import _rustgil
+    except ImportError:
+        sys.exit("python -m rustgil: this interpreter was not built --with-rust-gil")
+    parser = _parser()
+    opts = parser.parse_args(argv)
+    if opts.module is not None:
+        if opts.target is not None:
+            opts.args.insert(0, opts.target)
+        run_name, target = opts.module, None
+    elif opts.target is not None:
+        run_name, target = None, opts.target
+    else:
+        parser.error("give a script, or -m MODULE")
+    if opts.ring < 0:
+        parser.error(f"--ring must be a number of events >= 1, not {opts.ring}")
+    output = opts.output or f"rustgil-{os.getpid()}.svg"
+    if not output.lower().endswith((".svg", ".json")):
+        parser.error(f"the timeline file {output!r} must end in .svg or .json")
+
+    _rustgil.set_thread_stats(True)
+    try:
+        _rustgil.trace_start(output, max_events=opts.ring, ring=opts.ring > 0)
+    except (OSError, RuntimeError) as e:
+        sys.exit(f"python -m rustgil: cannot start the trace: {e}")
+    start = _rustgil_now()
+
+    def report():
+        # atexit runs after the threading module joined its threads.
+        elapsed = _rustgil_now() - start
+        try:
+            events = _rustgil.trace_stop()
+        except (OSError, RuntimeError) as e:
+            print(f"rustgil: the timeline could not be written: {e}", file=sys.stderr)
+            events = None
+        print(format_table(_rustgil.thread_stats(), elapsed), file=sys.stderr)
+        if events is not None:
+            print(f"rustgil: timeline ({events} events) in {output}", file=sys.stderr)
+
+    atexit.register(report)
+    if target is not None:
+        sys.argv = [target, *opts.args]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+        runpy.run_path(target, run_name="__main__")
+    else:
+        sys.argv = [run_name, *opts.args]
+        runpy.run_module(run_name, run_name="__main__", alter_sys=True)
+
+
+def _rustgil_now():
+    import time
+    return time.perf_counter_ns()
+
+
+if __name__ == "__main__":
+    main()

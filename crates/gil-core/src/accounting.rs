@@ -270,33 +270,62 @@ impl Accounts {
         rec
     }
 
+    /// Runs `f` on `token`'s live record (made now if it has none). The
+    /// common case — the record this thread used last — is a borrow of the
+    /// thread's cache: no lock, no reference count touched.
+    #[inline]
+    fn with_record<R>(&self, token: Token, now: u64, f: impl FnOnce(&Record) -> R) -> R {
+        let (id, t) = (self.id(), token.get());
+        let mut f = Some(f);
+        let hit = RECENT.with(|r| {
+            let r = r.borrow();
+            let (a, b, rec) = r.first()?;
+            if *a != id || *b != t || rec.state.load(Relaxed) == ENDED {
+                return None;
+            }
+            f.take().map(|f| f(rec))
+        });
+        match hit {
+            Some(out) => out,
+            None => {
+                let rec = self.record(token, now);
+                (f.take().expect("not called on a miss"))(&rec)
+            }
+        }
+    }
+
     /// `token` started waiting for the lock.
     pub(crate) fn wait_start(&self, token: Token, now: u64) {
-        let rec = self.record(token, now);
-        rec.enter(WAITING, now);
-        bump(&rec.waits, 1);
+        self.with_record(token, now, |rec| {
+            rec.enter(WAITING, now);
+            bump(&rec.waits, 1);
+        });
     }
 
     /// `token` took the lock.
     pub(crate) fn acquired(&self, token: Token, now: u64) {
-        let rec = self.record(token, now);
-        rec.enter(HOLDING, now);
-        bump(&rec.acquisitions, 1);
-        if self.last.swap(token.get(), Relaxed) != token.get() {
-            bump(&rec.switches_in, 1);
-        }
+        // Acquisitions are serialised by the lock: a load and a store.
+        let switched = self.last.load(Relaxed) != token.get();
+        self.last.store(token.get(), Relaxed);
+        self.with_record(token, now, |rec| {
+            rec.enter(HOLDING, now);
+            bump(&rec.acquisitions, 1);
+            if switched {
+                bump(&rec.switches_in, 1);
+            }
+        });
     }
 
     /// `token` let go of the lock.
     pub(crate) fn released(&self, token: Token, how: Release, now: u64) {
-        let rec = self.record(token, now);
         match how {
-            Release::Voluntary => rec.enter(IN_CALL, now),
-            Release::Forced => {
+            Release::Voluntary => self.with_record(token, now, |rec| rec.enter(IN_CALL, now)),
+            Release::Forced => self.with_record(token, now, |rec| {
                 rec.enter(WAITING, now);
                 bump(&rec.forced, 1);
-            }
+            }),
             Release::Final => {
+                let rec = self.record(token, now);
                 rec.enter(ENDED, now);
                 rec.ended_ns.store(now, Relaxed);
                 self.end(&rec);

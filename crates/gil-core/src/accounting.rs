@@ -18,6 +18,11 @@
 //! up to the snapshot. Time before the thread's first event after
 //! accounting was turned on is not charged anywhere.
 //!
+//! A host tags a record with a number of its own (CPython: the thread's
+//! ident) from the thread using the token, after an acquisition; a
+//! different number on an open record means the token was reused by a new
+//! thread whose predecessor ended unseen, and starts a new record.
+//!
 //! A token's record ends with its final release and stays readable (the
 //! last [`ENDED_KEPT`] ended records are kept); a token that comes back
 //! after a final release (hosts reuse thread-state memory) starts a new
@@ -196,6 +201,9 @@ pub(crate) struct Accounts {
     /// The token of the last acquisition, for `switches_in` (acquisitions
     /// are serialised by the lock itself).
     last: AtomicUsize,
+    /// When accounting was turned off (0: on, or never turned on): records
+    /// left open then are not charged time after it.
+    off_ns: AtomicU64,
     /// After a fork: the next on the list of replaced `Accounts`, kept for
     /// the life of the process (see `Gil::reinit_after_fork`).
     pub(crate) next_retired: std::sync::atomic::AtomicPtr<Accounts>,
@@ -219,6 +227,7 @@ impl Accounts {
             live: Mutex::new(HashMap::new()),
             ended: Mutex::new(VecDeque::new()),
             last: AtomicUsize::new(0),
+            off_ns: AtomicU64::new(0),
             next_retired: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -240,20 +249,23 @@ impl Accounts {
     /// thread's cache.
     fn record(&self, token: Token, now: u64) -> Arc<Record> {
         let (id, t) = (self.id(), token.get());
-        let hit = RECENT.with(|r| {
-            let mut r = r.borrow_mut();
-            let i = r.iter().position(|(a, b, _)| *a == id && *b == t)?;
-            if r[i].2.state.load(Relaxed) == ENDED {
-                // The token ended on another thread and may be back there.
-                r.remove(i);
-                return None;
-            }
-            if i != 0 {
-                let e = r.remove(i);
-                r.insert(0, e);
-            }
-            Some(r[0].2.clone())
-        });
+        let hit = RECENT
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                let i = r.iter().position(|(a, b, _)| *a == id && *b == t)?;
+                if r[i].2.state.load(Relaxed) == ENDED {
+                    // The token ended on another thread and may be back there.
+                    r.remove(i);
+                    return None;
+                }
+                if i != 0 {
+                    let e = r.remove(i);
+                    r.insert(0, e);
+                }
+                Some(r[0].2.clone())
+            })
+            .ok()
+            .flatten();
         if let Some(rec) = hit {
             return rec;
         }
@@ -262,7 +274,7 @@ impl Accounts {
             .entry(t)
             .or_insert_with(|| Arc::new(Record::new(t, now)))
             .clone();
-        RECENT.with(|r| {
+        let _ = RECENT.try_with(|r| {
             let mut r = r.borrow_mut();
             r.insert(0, (id, t, rec.clone()));
             r.truncate(CACHE);
@@ -277,14 +289,20 @@ impl Accounts {
     fn with_record<R>(&self, token: Token, now: u64, f: impl FnOnce(&Record) -> R) -> R {
         let (id, t) = (self.id(), token.get());
         let mut f = Some(f);
-        let hit = RECENT.with(|r| {
-            let r = r.borrow();
-            let (a, b, rec) = r.first()?;
-            if *a != id || *b != t || rec.state.load(Relaxed) == ENDED {
-                return None;
-            }
-            f.take().map(|f| f(rec))
-        });
+        // `try_with`: a release may come while this thread's locals are
+        // being destroyed (a host's guard in a thread-local); then the
+        // shared map serves.
+        let hit = RECENT
+            .try_with(|r| {
+                let r = r.borrow();
+                let (a, b, rec) = r.first()?;
+                if *a != id || *b != t || rec.state.load(Relaxed) == ENDED {
+                    return None;
+                }
+                f.take().map(|f| f(rec))
+            })
+            .ok()
+            .flatten();
         match hit {
             Some(out) => out,
             None => {
@@ -357,7 +375,7 @@ impl Accounts {
             ended.pop_front();
         }
         ended.push_back(rec.clone());
-        RECENT.with(|r| {
+        let _ = RECENT.try_with(|r| {
             r.borrow_mut()
                 .retain(|(a, _, x)| *a != self.id() || !Arc::ptr_eq(x, rec))
         });
@@ -371,6 +389,18 @@ impl Accounts {
     /// which the new thread's record begins with (holding the lock, one
     /// acquisition, after an acquisition).
     pub(crate) fn tag(&self, token: Token, tag: u64) -> bool {
+        // The common case: the calling thread's own record, tagged already.
+        let (id, t) = (self.id(), token.get());
+        let tagged = RECENT
+            .try_with(|r| {
+                r.borrow().first().is_some_and(|(a, b, rec)| {
+                    *a == id && *b == t && rec.state.load(Relaxed) != ENDED && rec.tag.load(Relaxed) == tag
+                })
+            })
+            .unwrap_or(false);
+        if tagged {
+            return true;
+        }
         let Some(rec) = self.live().get(&token.get()).cloned() else {
             return false;
         };
@@ -397,11 +427,26 @@ impl Accounts {
         true
     }
 
-    /// When accounting is turned on again: ends every live record. Threads
-    /// that ended while it was off left theirs open, and a later thread
-    /// reusing such a token would continue it; threads still alive start a
-    /// new record at their next event.
+    /// When accounting is turned off: open records stop being charged time.
+    pub(crate) fn stop(&self, now: u64) {
+        self.off_ns.store(now.max(1), Relaxed);
+    }
+
+    /// The time snapshots charge up to.
+    fn until(&self, now: u64) -> u64 {
+        match self.off_ns.load(Relaxed) {
+            0 => now,
+            off => off.min(now),
+        }
+    }
+
+    /// When accounting is turned on again: ends every live record where
+    /// accounting went off. Threads that ended while it was off left theirs
+    /// open, and a later thread reusing such a token would continue it;
+    /// threads still alive start a new record at their next event.
     pub(crate) fn restart(&self, now: u64) {
+        let now = self.until(now);
+        self.off_ns.store(0, Relaxed);
         let open: Vec<Arc<Record>> = self.live().drain().map(|(_, r)| r).collect();
         let mut ended = self.ended();
         for rec in open {
@@ -443,6 +488,7 @@ impl Accounts {
 
     /// `token`'s live record, or else its most recently ended one.
     pub(crate) fn thread(&self, token: Token, now: u64) -> Option<ThreadStats> {
+        let now = self.until(now);
         if let Some(rec) = self.live().get(&token.get()) {
             return Some(rec.snapshot(now));
         }
@@ -455,6 +501,7 @@ impl Accounts {
 
     /// Every live record and every kept ended one, oldest first.
     pub(crate) fn all(&self, now: u64) -> Vec<ThreadStats> {
+        let now = self.until(now);
         let mut out: Vec<ThreadStats> = self.ended().iter().map(|r| r.snapshot(now)).collect();
         out.extend(self.live().values().map(|r| r.snapshot(now)));
         out.sort_by_key(|s| (s.first_ns, s.token));
@@ -569,11 +616,13 @@ mod tests {
     }
 
     #[test]
-    fn a_restart_ends_the_open_records() {
+    fn off_no_time_is_charged_and_a_restart_ends_the_open_records() {
         let a = Accounts::new();
         a.acquired(tok(1), 10); // its final release went unseen
-        a.restart(50);
-        let s = a.thread(tok(1), 60).unwrap();
+        a.stop(50);
+        assert_eq!(a.thread(tok(1), 1000).unwrap().hold_time, Duration::from_nanos(40));
+        a.restart(60);
+        let s = a.thread(tok(1), 1000).unwrap();
         assert!(!s.alive);
         assert_eq!((s.ended_ns, s.hold_time), (Some(50), Duration::from_nanos(40)));
         a.acquired(tok(1), 70); // a new thread with the same token

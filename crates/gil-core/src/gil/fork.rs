@@ -73,6 +73,8 @@ impl Gil {
         // The old `Slow` is deliberately kept forever, see above.
         retire(self.inner.slow.swap(fresh, AcqRel));
         self.inner.hook.reset_after_fork();
+        // A parent thread may have been changing the observers.
+        self.inner.observers.store(false, Relaxed);
         let accounts = Box::into_raw(Box::new(Accounts::new()));
         retire_accounts(self.inner.accounts.swap(accounts, std::sync::atomic::Ordering::AcqRel));
         self.inner.drop_request.store(false, Relaxed);

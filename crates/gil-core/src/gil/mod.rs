@@ -131,7 +131,7 @@ struct Inner {
     wait_hist: Histogram,
     hold_hist: Histogram,
     /// Serialises changes of `Hot::instr` and the `INSTR` bit.
-    observers: std::sync::Mutex<()>,
+    observers: std::sync::atomic::AtomicBool,
 }
 
 impl Gil {
@@ -169,7 +169,7 @@ impl Gil {
                 accounts: std::sync::atomic::AtomicPtr::new(Box::into_raw(Box::new(Accounts::new()))),
                 wait_hist: Histogram::new(),
                 hold_hist: Histogram::new(),
-                observers: std::sync::Mutex::new(()),
+                observers: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }

@@ -22,6 +22,15 @@ pub(super) const INSTR_HIST: u8 = 2;
 /// `Hot::instr`: per-thread accounting is on.
 pub(super) const INSTR_ACCT: u8 = 4;
 
+/// Holds `Inner::observers` while alive.
+struct ObserversSerial<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for ObserversSerial<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 impl Gil {
     /// Adds `hook` for the kinds of event in `mask`, beside any hooks
     /// already installed, and returns the handle that removes it. See
@@ -39,9 +48,12 @@ impl Gil {
             return Err(GilError::Reentrant);
         }
         // Flag first: an emitter that sees the flag before the hook just
-        // finds the list without it.
+        // finds the list without it. Then the flag again from the list: a
+        // removal of the last hook may have lowered it meanwhile.
         self.set_instr(INSTR_HOOK, true);
-        Ok(self.inner.hook.add(hook, mask))
+        let id = self.inner.hook.add(hook, mask);
+        self.hooks_changed();
+        Ok(id)
     }
 
     /// Removes the hook `id` added with [`add_event_hook`](Self::add_event_hook).
@@ -96,16 +108,27 @@ impl Gil {
         self.inner.hook.len()
     }
 
-    /// After a removal: the hook flag goes down with the last hook.
+    /// After a change of the hooks: the hook flag says whether any is
+    /// installed (read under the serialising flag, so of two racing
+    /// changes the last one to get here sets it from the final list).
     fn hooks_changed(&self) {
-        let _serial = self
-            .inner
-            .observers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !self.inner.hook.is_set() {
-            self.set_instr_locked(INSTR_HOOK, false);
+        let _serial = self.observers_serial();
+        self.set_instr_locked(INSTR_HOOK, self.inner.hook.is_set());
+    }
+
+    /// Serialises changes of `Hot::instr` and the `INSTR` bit while alive.
+    /// A flag, not a mutex, so that a fork child can clear it
+    /// (`reinit_after_fork`): a mutex held by a thread lost in the fork
+    /// could never be taken again.
+    fn observers_serial(&self) -> ObserversSerial<'_> {
+        let flag = &self.inner.observers;
+        while flag
+            .compare_exchange_weak(false, true, std::sync::atomic::Ordering::Acquire, Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
         }
+        ObserversSerial(flag)
     }
 
     /// Turns the wait-time and hold-time histograms on or off. Turning them
@@ -140,10 +163,14 @@ impl Gil {
     /// its token be reused); threads still alive start new records at
     /// their next event.
     pub fn set_thread_stats(&self, on: bool) {
-        if on && !self.thread_stats_enabled() {
+        let _serial = self.observers_serial();
+        let was = self.thread_stats_enabled();
+        if on && !was {
             self.accounts().restart(now_ns());
+        } else if !on && was {
+            self.accounts().stop(now_ns());
         }
-        self.set_instr(INSTR_ACCT, on);
+        self.set_instr_locked(INSTR_ACCT, on);
     }
 
     /// Whether per-thread accounting is on.
@@ -169,7 +196,11 @@ impl Gil {
     /// record (CPython: the thread's ident), to tell threads apart after
     /// they end; the next life of the token starts without it. `false` if
     /// the token has no current record (no event of it since accounting was
-    /// turned on): tag after an acquisition.
+    /// turned on): tag after an acquisition, from the thread using the
+    /// token (it may split the record, see
+    /// [`accounting`](crate::accounting)). Re-tagging with the same number
+    /// from that thread is a look in its own cache: cheap enough for every
+    /// acquisition.
     pub fn tag_thread(&self, token: Token, tag: u64) -> bool {
         self.accounts().tag(token, tag)
     }
@@ -195,11 +226,7 @@ impl Gil {
 
     /// Turns an `INSTR_*` bit on or off, and `state`'s `INSTR` bit with it.
     fn set_instr(&self, bit: u8, on: bool) {
-        let _serial = self
-            .inner
-            .observers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _serial = self.observers_serial();
         self.set_instr_locked(bit, on);
     }
 

@@ -140,9 +140,15 @@ pub unsafe extern "C" fn gil_trace_stop(gil: *mut gil_t, events_out: *mut u64) -
         let Some(Tracing { hook, session }) = tracing.take() else {
             return Err(GIL_ERR_NOT_TRACING);
         };
-        handle.gil.remove_event_hook(hook).map_err(map_err)?;
+        // The trace is written whatever the removal says: another caller
+        // may have removed the hook by its handle already.
+        let removed = handle.gil.remove_event_hook(hook);
         drop(tracing);
         let events = session.finish().map_err(|_| GIL_ERR_IO)?;
+        match removed {
+            Ok(()) | Err(GilError::UnknownHook(_)) => {}
+            Err(e) => return Err(map_err(e)),
+        }
         if !events_out.is_null() {
             // SAFETY: non-NULL, writable by this function's contract.
             unsafe { events_out.write(events as u64) };

@@ -388,6 +388,16 @@ class RustGilSmoke(unittest.TestCase):
                 picture = f.read()
             bad = subprocess.run([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "t.txt"), path],
                                  capture_output=True, text=True, timeout=60)
+            # Options after -m MODULE are the module's (-o too), as for python.
+            data = os.path.join(d, "d.json")
+            with open(data, "w") as f:
+                f.write('{"b": 1, "a": 2}')
+            mod = subprocess.run([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "m.svg"), "-m",
+                                  "json.tool", "--sort-keys", "--compact", data],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(mod.returncode, 0, mod.stderr)
+            self.assertEqual(mod.stdout.strip(), '{"a":2,"b":1}')
+            self.assertTrue(os.path.exists(os.path.join(d, "m.svg")))
         header = r.stderr.splitlines()[0].split()
         self.assertEqual(header[:3], ["thread", "wait", "ms"])
         for name in ("job-0", "job-1", "MainThread", "total"):

@@ -102,21 +102,34 @@ static size_t rustgil_npending = 0;
 static int rustgil_in_audit = 0;
 static int rustgil_atexit_registered = 0;
 
+/* The lock whose accounting trace_start() turned on, to turn it off again
+   at trace_stop(); NULL if it was on already or the user has set it since. */
+static gil_t *trace_turned_stats_on = NULL;
+
 extern int _PyRustGil_Observing;
 
-/* Names the pending threads whose records carry their tag now. */
+/* How long a started thread may go without a tagged record before its
+   name is given up (it never took the GIL with the accounting on: the
+   accounting was off, the start failed, the record was dropped). */
+#define PENDING_TIMEOUT_NS 2000000000ULL
+
+/* Names the pending threads whose records carry their tag now, and
+   forgets those that will not get one. */
 static void
 settle_pending_names(gil_t *lock)
 {
     PyObject *exc = PyErr_GetRaisedException();
+    uint64_t now = gil_now_ns();
     size_t kept = 0;
     for (size_t i = 0; i < rustgil_npending; i++) {
         PyObject *ident = PyObject_GetAttrString(rustgil_pending[i].handle, "ident");
         unsigned long long id = ident ? PyLong_AsUnsignedLongLong(ident) : 0;
         Py_XDECREF(ident);
         PyErr_Clear();
-        if (id != 0 && id != (unsigned long long)-1 &&
-            gil_name_tagged(lock, (uint64_t)id, rustgil_pending[i].seen_ns, rustgil_pending[i].name) == GIL_OK) {
+        int named = id != 0 && id != (unsigned long long)-1 &&
+                    gil_name_tagged(lock, (uint64_t)id, rustgil_pending[i].seen_ns,
+                                    rustgil_pending[i].name) == GIL_OK;
+        if (named || now - rustgil_pending[i].seen_ns > PENDING_TIMEOUT_NS) {
             Py_DECREF(rustgil_pending[i].handle);
             PyMem_RawFree(rustgil_pending[i].name);
             continue;
@@ -186,8 +199,10 @@ rustgil_audit(const char *event, PyObject *args, void *Py_UNUSED(data))
     if (rustgil_npending > 0) {
         settle_pending_names(lock);
     }
+    bool stats_on = false;
     if (strcmp(event, "_thread.start_joinable_thread") == 0 && PyTuple_Check(args) &&
-        PyTuple_GET_SIZE(args) >= 3) {
+        PyTuple_GET_SIZE(args) >= 3 && PyTuple_GET_ITEM(args, 2) != Py_None &&
+        gil_get_thread_stats_enabled(lock, &stats_on) == GIL_OK && stats_on) {
         PyObject *thread = PyObject_GetAttrString(PyTuple_GET_ITEM(args, 0), "__self__");
         PyObject *name = thread ? PyObject_GetAttrString(thread, "name") : NULL;
         const char *utf8 = (name && PyUnicode_Check(name)) ? PyUnicode_AsUTF8(name) : NULL;
@@ -496,6 +511,9 @@ rustgil_set_thread_stats(PyObject *module, PyObject *args, PyObject *kwargs)
     if (r != GIL_OK) {
         return lock_error("gil_set_thread_stats", r);
     }
+    if (trace_turned_stats_on == lock) {
+        trace_turned_stats_on = NULL;  /* the user's choice now, not the trace's */
+    }
     if (on && _PyRustGil_InstallNaming() < 0) {
         PyErr_Clear();  /* names are a nicety */
     }
@@ -790,10 +808,6 @@ rustgil_reset_histograms(PyObject *module, PyObject *Py_UNUSED(ignored))
     }
     Py_RETURN_NONE;
 }
-
-/* The lock whose accounting trace_start() turned on, to turn it off again
-   at trace_stop(); NULL if it was on already. */
-static gil_t *trace_turned_stats_on = NULL;
 
 static PyObject *
 rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)

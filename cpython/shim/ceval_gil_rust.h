@@ -172,7 +172,8 @@ rustgil_check_trace_path(const char *value, size_t len, char *why, size_t why_si
     char shown[128];
     rustgil_escape(shown, sizeof shown, value, len);
     if (len == 0 || len >= RUSTGIL_TRACE_MAX - 32) {
-        snprintf(why, why_size, "trace needs a file name of 1 to 990 bytes, not '%s'", shown);
+        snprintf(why, why_size, "trace needs a file name of 1 to %d bytes, not '%s'",
+                 RUSTGIL_TRACE_MAX - 33, shown);
         return -1;
     }
     for (size_t i = 0; i < len; i++) {
@@ -586,7 +587,7 @@ rustgil_start_observers(gil_t *lock, int child)
     const rustgil_observe_t *o = &rustgil_env_observe;
     if (o->stats || o->trace[0] != '\0') {
         RUSTGIL_CHECK(gil_set_thread_stats(lock, true));
-        _PyRustGil_Observing = 1;
+        (void)_PyRustGil_InstallNaming();
     }
     if (o->trace[0] == '\0' || (child && strstr(o->trace, "%p") == NULL)) {
         return;
@@ -597,13 +598,15 @@ rustgil_start_observers(gil_t *lock, int child)
     (void)gil_get_preset(lock, &name);
     snprintf(title, sizeof title, "Python %s, GIL policy %s, pid %ld", PY_VERSION,
              name != NULL ? name : "?", (long)getpid());
+    errno = 0;
     gil_result_t r = gil_trace_start_ex(lock, rustgil_env_trace_path, title, (size_t)o->trace_ring,
                                         o->trace_ring != 0 ? GIL_TRACE_RING : 0);
+    int err = errno;
     if (r != GIL_OK) {
         static char message[2048];
         snprintf(message, sizeof message, "%s='%.300s': the GIL trace file '%.1000s' cannot be created: %s%s%s",
                  rustgil_options_source, rustgil_options_value, rustgil_env_trace_path,
-                 gil_result_str(r), r == GIL_ERR_IO ? ": " : "", r == GIL_ERR_IO ? strerror(errno) : "");
+                 gil_result_str(r), r == GIL_ERR_IO && err ? ": " : "", r == GIL_ERR_IO && err ? strerror(err) : "");
         if (child) {
             fprintf(stderr, "rust-gil: %s\n", message);
             return;
@@ -616,13 +619,13 @@ rustgil_start_observers(gil_t *lock, int child)
         registered = 1;
         atexit(rustgil_write_env_trace);
     }
-    (void)_PyRustGil_InstallNaming();
 }
 
 /* With observers on: tags the record of this thread's life with its ident
    (at each acquisition: a record may begin at any of them, e.g. when the
    accounting is turned on again), so it can be named after it ends. A
-   token without a record (accounting off) is left alone. */
+   token without a record (accounting off) is left alone; a record tagged
+   already is found in the thread's own cache, without a lock. */
 static inline void
 rustgil_tag_thread(gil_t *lock, PyThreadState *tstate)
 {

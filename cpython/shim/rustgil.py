@@ -84,8 +84,29 @@ def _parser():
                    help="keep only the last N events in the timeline (default: the first million)")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m does")
     p.add_argument("target", nargs="?", help="the script to run")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p
+
+
+def _split(argv):
+    """Our options, then the target and its arguments: everything after the
+    script or -m MODULE is the program's, as for python itself."""
+    takes_value = {"-o", "--output", "--ring"}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "-m":
+            return argv[:i + 2], argv[i + 2:]
+        if a.startswith("-m") and len(a) > 2:  # -mmodule
+            return argv[:i + 1], argv[i + 1:]
+        if a in takes_value:
+            i += 2
+            continue
+        if a == "--" or not a.startswith("-") or a == "-":
+            if a == "--":
+                i += 1
+            return argv[:i + 1], argv[i + 1:]
+        i += 1
+    return argv, []
 
 
 def main(argv=None):
@@ -94,10 +115,10 @@ def main(argv=None):
     except ImportError:
         sys.exit("python -m rustgil: this interpreter was not built --with-rust-gil")
     parser = _parser()
-    opts = parser.parse_args(argv)
+    ours, rest = _split(sys.argv[1:] if argv is None else list(argv))
+    opts = parser.parse_args(ours)
+    opts.args = rest
     if opts.module is not None:
-        if opts.target is not None:
-            opts.args.insert(0, opts.target)
         run_name, target = opts.module, None
     elif opts.target is not None:
         run_name, target = None, opts.target

@@ -1,6 +1,7 @@
 //! After `fork()`: the child re-creates the lock with the forking thread as
 //! its holder (CPython's `recreate_gil`); every other thread is gone.
 
+use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 
 use super::room::Slow;
@@ -10,39 +11,27 @@ use crate::accounting::Accounts;
 use crate::class::ThreadClass;
 use crate::Token;
 
-/// Every `Slow` replaced after a fork, kept for the life of the process (see
-/// [`Gil::reinit_after_fork`]). A list rooted in a static keeps them
-/// reachable, so leak checkers do not report a deliberate leak as lost. It
-/// is lock-free: after a fork any lock may be held by a thread that is gone.
-static RETIRED: std::sync::atomic::AtomicPtr<Slow> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+/// Every `Slow` and every `Accounts` replaced after a fork, kept for the
+/// life of the process (see [`Gil::reinit_after_fork`]): a thread lost in
+/// the fork may have held one of their mutexes. Lists rooted in statics
+/// keep them reachable, so leak checkers do not report a deliberate leak
+/// as lost. They are lock-free: after a fork any lock may be held by a
+/// thread that is gone.
+static RETIRED: AtomicPtr<Slow> = AtomicPtr::new(std::ptr::null_mut());
+static RETIRED_ACCOUNTS: AtomicPtr<Accounts> = AtomicPtr::new(std::ptr::null_mut());
 
-fn retire(old: *mut Slow) {
-    // SAFETY: `old` came from `Box::into_raw` and is never freed (it is only
-    // ever put on this list), so it stays valid for the process's life.
+/// Pushes `old` onto `list`, linking it through its `next` field.
+///
+/// # Safety
+/// `old` came from `Box::into_raw` and is never freed (it is only ever put
+/// on such a list), so it stays valid for the process's life.
+unsafe fn retire<T>(list: &AtomicPtr<T>, old: *mut T, next: fn(&T) -> &AtomicPtr<T>) {
+    // SAFETY: by this function's contract.
     let entry = unsafe { &*old };
-    let mut head = RETIRED.load(Relaxed);
+    let mut head = list.load(Relaxed);
     loop {
-        entry.next_retired.store(head, Relaxed);
-        match RETIRED.compare_exchange_weak(head, old, Release, Relaxed) {
-            Ok(_) => return,
-            Err(now) => head = now,
-        }
-    }
-}
-
-/// Every `Accounts` replaced after a fork, kept like `RETIRED` (a parent
-/// thread may have held one of its mutexes).
-static RETIRED_ACCOUNTS: std::sync::atomic::AtomicPtr<Accounts> =
-    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-
-fn retire_accounts(old: *mut Accounts) {
-    // SAFETY: `old` came from `Box::into_raw` and is never freed (it is only
-    // ever put on this list), so it stays valid for the process's life.
-    let entry = unsafe { &*old };
-    let mut head = RETIRED_ACCOUNTS.load(Relaxed);
-    loop {
-        entry.next_retired.store(head, Relaxed);
-        match RETIRED_ACCOUNTS.compare_exchange_weak(head, old, Release, Relaxed) {
+        next(entry).store(head, Relaxed);
+        match list.compare_exchange_weak(head, old, Release, Relaxed) {
             Ok(_) => return,
             Err(now) => head = now,
         }
@@ -71,12 +60,19 @@ impl Gil {
     pub fn reinit_after_fork(&self, token: Token) {
         let fresh = Box::into_raw(Box::new(Slow::new()));
         // The old `Slow` is deliberately kept forever, see above.
-        retire(self.inner.slow.swap(fresh, AcqRel));
+        // SAFETY: `slow` holds pointers from `Box::into_raw`, and a replaced
+        // one is only ever retired, never freed.
+        unsafe { retire(&RETIRED, self.inner.slow.swap(fresh, AcqRel), |s| &s.next_retired) };
         self.inner.hook.reset_after_fork();
         // A parent thread may have been changing the observers.
         self.inner.observers.store(false, Relaxed);
         let accounts = Box::into_raw(Box::new(Accounts::new()));
-        retire_accounts(self.inner.accounts.swap(accounts, std::sync::atomic::Ordering::AcqRel));
+        // SAFETY: as for `slow`.
+        unsafe {
+            retire(&RETIRED_ACCOUNTS, self.inner.accounts.swap(accounts, AcqRel), |a| {
+                &a.next_retired
+            })
+        };
         self.inner.drop_request.store(false, Relaxed);
         for c in [
             &self.inner.drop_requests,

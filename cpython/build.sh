@@ -51,40 +51,11 @@ fi
 
 # ---- the source ---------------------------------------------------------
 
-# Fetches Debian's python3.13 source package with a throwaway apt state: a
-# deb-src entry for the release that carries 3.13, built from the mirror
-# this machine's own apt configuration uses. The system's apt configuration
-# is neither read for writing nor changed.
+# Debian's python3.13 source package (trixie), downloaded with a throwaway
+# apt state by scripts/debian-source.sh.
 fetch_debian_source() {
-    local out="$cache/debian" release=trixie
-    if compgen -G "$out/python3.13_*.orig.tar.xz" >/dev/null; then
-        return
-    fi
-    command -v apt-get >/dev/null || die "apt-get not found: pass --source DIR with a CPython 3.13 tree."
-    local uri key
-    uri=$(awk '/^URIs:/{u=$2} /^Suites:/{ if ($0 !~ /security/ && u != "") { print u; exit } }' \
-        /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-    if [ -z "$uri" ]; then
-        uri=$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' \
-            /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
-    fi
-    [ -n "$uri" ] || die "no Debian mirror found in /etc/apt; pass --source DIR with a CPython 3.13 tree."
-    key=$(awk '/^Signed-By:/{ print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-    [ -n "$key" ] || key=/usr/share/keyrings/debian-archive-keyring.gpg
-    local apt_state
-    apt_state=$(mktemp -d)
-    mkdir -p "$apt_state/sources.list.d" "$apt_state/lists/partial" "$apt_state/cache/archives/partial" "$out"
-    printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' \
-        "$uri" "$release" "$key" >"$apt_state/sources.list.d/python3.13-src.sources"
-    local opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt_state/sources.list.d"
-                -o "Dir::State::Lists=$apt_state/lists" -o "Dir::Cache=$apt_state/cache"
-                -o "APT::Sandbox::User=root" -qq)
-    say "fetching Debian's python3.13 source package ($release)"
-    apt-get "${opts[@]}" update || die "apt-get update for the $release deb-src entry failed"
-    (cd "$out" && apt-get "${opts[@]}" source --download-only python3.13) \
-        || die "apt-get source python3.13 failed"
-    rm -rf "$apt_state"
-    compgen -G "$out/python3.13_*.orig.tar.xz" >/dev/null || die "no upstream tarball in the source package"
+    bash "$repo/scripts/debian-source.sh" python3.13 "$cache/debian" trixie \
+        || die "could not fetch the python3.13 source package; pass --source DIR with a CPython 3.13 tree."
 }
 
 pristine="$cache/src/pristine"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Downloads a Debian source package (.dsc, upstream tarball, debian tarball)
+# with a throwaway apt state: a deb-src entry for the given releases, built
+# from the mirror this machine's own apt configuration uses. The system's
+# apt configuration is neither changed nor written.
+#
+#   scripts/debian-source.sh PACKAGE OUTDIR RELEASE [RELEASE...]
+#
+# Does nothing if OUTDIR already has PACKAGE_*.orig.tar.* (delete it to fetch
+# again). The releases are tried together: apt picks the newest version any
+# of them carries. Used by cpython/build.sh (python3.13 from trixie) and
+# micropython/build.sh (micropython from forky/sid).
+set -euo pipefail
+
+die() { printf 'debian-source.sh: %s\n' "$*" >&2; exit 1; }
+[ $# -ge 3 ] || die "usage: scripts/debian-source.sh PACKAGE OUTDIR RELEASE [RELEASE...]"
+package=$1 out=$2
+shift 2
+
+if compgen -G "$out/${package}_*.orig.tar.*" >/dev/null; then
+    exit 0
+fi
+command -v apt-get >/dev/null || die "apt-get not found: pass --source DIR with a $package source tree."
+uri=$(awk '/^URIs:/{u=$2} /^Suites:/{ if ($0 !~ /security/ && u != "") { print u; exit } }' \
+    /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+if [ -z "$uri" ]; then
+    uri=$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' \
+        /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
+fi
+[ -n "$uri" ] || die "no Debian mirror found in /etc/apt; pass --source DIR with a $package source tree."
+key=$(awk '/^Signed-By:/{ print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+[ -n "$key" ] || key=/usr/share/keyrings/debian-archive-keyring.gpg
+
+apt_state=$(mktemp -d)
+trap 'rm -rf "$apt_state"' EXIT
+mkdir -p "$apt_state/sources.list.d" "$apt_state/lists/partial" "$apt_state/cache/archives/partial" "$out"
+printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' \
+    "$uri" "$*" "$key" >"$apt_state/sources.list.d/$package-src.sources"
+opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt_state/sources.list.d"
+      -o "Dir::State::Lists=$apt_state/lists" -o "Dir::Cache=$apt_state/cache"
+      -o "APT::Sandbox::User=root" -qq)
+printf 'debian-source.sh: fetching the %s source package (%s)\n' "$package" "$*"
+apt-get "${opts[@]}" update || die "apt-get update for the deb-src entry ($*) failed"
+(cd "$out" && apt-get "${opts[@]}" source --download-only "$package") \
+    || die "apt-get source $package failed"
+compgen -G "$out/${package}_*.orig.tar.*" >/dev/null || die "no upstream tarball in the $package source package"

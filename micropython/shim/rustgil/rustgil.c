@@ -1,0 +1,241 @@
+/*
+ * MicroPython's GIL on the rust-gil library: the functions behind
+ * MP_THREAD_GIL_ENTER / _EXIT / _EXIT_FINAL / _BOUNCE / _INIT when the
+ * build sets MICROPY_PY_THREAD_GIL_EXTERNAL (py/mpthread.h, as patched by
+ * micropython/patches/), and the `rustgil` module.
+ *
+ * The mapping (the new-GIL protocol, as CPython 3.2+ has it):
+ *
+ *   MP_THREAD_GIL_ENTER       gil_acquire; a waiter that waits a switch
+ *                             interval raises a drop request on the holder
+ *   MP_THREAD_GIL_EXIT        gil_release(VOLUNTARY): around a call that may
+ *                             block (socket, select/poll, time.sleep, ...)
+ *   MP_THREAD_GIL_BOUNCE      the VM's periodic point (every
+ *                             MICROPY_PY_THREAD_GIL_VM_DIVISOR branches):
+ *                             one relaxed load; only if a drop was requested,
+ *                             gil_release(FORCED) then gil_acquire
+ *   MP_THREAD_GIL_EXIT_FINAL  gil_release(FINAL): a thread's last release
+ *
+ * The stock design instead unlocks and re-locks a mutex at every periodic
+ * point, whether or not anyone waits.
+ *
+ * A thread is named to the lock by its mp_state_thread_t (mp_thread_get_state()):
+ * one per MicroPython thread, alive from before its first ENTER until after
+ * its final release; the lock never dereferences it.
+ *
+ * The policy is read once, when mp_init() creates the lock, from the
+ * environment variable MICROPY_RUST_GIL (a preset name: classic, priority,
+ * lazy, priority-lazy, monitor, priority-monitor, priority-lazy-monitor);
+ * unset or empty means priority. A bad value stops start-up with a sentence
+ * naming it and exit status 1.
+ *
+ * The module:
+ *   rustgil.policy()            the preset in force (a str)
+ *   rustgil.presets()           the names MICROPY_RUST_GIL accepts (a tuple)
+ *   rustgil.counters()          the lock's counters (a dict of ints)
+ *   rustgil.switch_interval([us])  the switch interval in microseconds; with
+ *                               an argument, sets it (ValueError if refused)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gil.h>
+
+#include "py/mpthread.h"
+#include "py/obj.h"
+#include "py/runtime.h"
+
+#if !MICROPY_PY_THREAD || !MICROPY_PY_THREAD_GIL || !MICROPY_PY_THREAD_GIL_EXTERNAL
+#error "rustgil needs MICROPY_PY_THREAD=1, MICROPY_PY_THREAD_GIL=1 and MICROPY_PY_THREAD_GIL_EXTERNAL=1"
+#endif
+
+#define RUSTGIL_ENV "MICROPY_RUST_GIL"
+#define RUSTGIL_DEFAULT_PRESET "priority"
+
+/* The one lock of this process: created by mp_thread_gil_init (mp_init, on
+   the main thread, before any other thread exists) and never freed, since
+   threads cancelled at exit may still be inside a call on it. */
+static gil_t *rustgil_lock;
+
+/* A failed call on the lock is a broken invariant of the VM (a release by a
+   thread that does not hold it, ...), not an error Python code can handle:
+   say which call and stop, as MicroPython's own fatal errors do. */
+static void rustgil_fatal(const char *call, gil_result_t r) {
+    fprintf(stderr, "micropython: rust-gil: %s failed: %s\n", call, gil_result_str(r));
+    abort();
+}
+
+static void *rustgil_token(void) {
+    return mp_thread_get_state();
+}
+
+static void rustgil_known_presets(char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; gil_preset_name(i) != NULL && used < size; i++) {
+        int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", gil_preset_name(i));
+        if (n < 0) {
+            break;
+        }
+        used += (size_t)n;
+    }
+}
+
+void mp_thread_gil_init(void) {
+    if (rustgil_lock != NULL) {
+        /* mp_init after an mp_deinit in the same process: the lock stays. */
+        return;
+    }
+    const char *value = getenv(RUSTGIL_ENV);
+    const char *preset = (value == NULL || value[0] == '\0') ? RUSTGIL_DEFAULT_PRESET : value;
+    gil_config_t config;
+    gil_result_t r = gil_config_preset(preset, &config);
+    if (r == GIL_ERR_UNKNOWN_PRESET) {
+        char known[256];
+        rustgil_known_presets(known, sizeof known);
+        fprintf(stderr, "micropython: %s='%s': unknown GIL policy (known: %s)\n",
+            RUSTGIL_ENV, preset, known);
+        exit(1);
+    }
+    if (r != GIL_OK) {
+        rustgil_fatal("gil_config_preset", r);
+    }
+    if ((r = gil_new(&config, &rustgil_lock)) != GIL_OK) {
+        rustgil_fatal("gil_new", r);
+    }
+}
+
+void mp_thread_gil_enter(void) {
+    /* Callers read errno after re-entering (MP_HAL_RETRY_SYSCALL). */
+    int saved = errno;
+    gil_result_t r = gil_acquire(rustgil_lock, rustgil_token());
+    if (r != GIL_OK) {
+        rustgil_fatal("gil_acquire", r);
+    }
+    errno = saved;
+}
+
+static void rustgil_release(gil_release_reason_t reason) {
+    int saved = errno;
+    gil_result_t r = gil_release(rustgil_lock, rustgil_token(), reason);
+    if (r != GIL_OK) {
+        rustgil_fatal("gil_release", r);
+    }
+    errno = saved;
+}
+
+void mp_thread_gil_exit(void) {
+    rustgil_release(GIL_RELEASE_VOLUNTARY);
+}
+
+void mp_thread_gil_exit_final(void) {
+    rustgil_release(GIL_RELEASE_FINAL);
+}
+
+void mp_thread_gil_bounce(void) {
+    /* The common case, nobody waiting: one relaxed load, no lock traffic. */
+    if (!gil_drop_requested(rustgil_lock)) {
+        return;
+    }
+    gil_result_t r = gil_handle_drop_request(rustgil_lock, rustgil_token(), NULL);
+    if (r != GIL_OK) {
+        rustgil_fatal("gil_handle_drop_request", r);
+    }
+}
+
+/* ---- the rustgil module --------------------------------------------------- */
+
+static mp_obj_t rustgil_policy(void) {
+    const char *name = NULL;
+    gil_result_t r = gil_get_preset(rustgil_lock, &name);
+    if (r != GIL_OK || name == NULL) {
+        mp_raise_msg_varg(&mp_type_RuntimeError, MP_ERROR_TEXT("rust-gil: gil_get_preset: %s"),
+            gil_result_str(r));
+    }
+    return mp_obj_new_str(name, strlen(name));
+}
+static MP_DEFINE_CONST_FUN_OBJ_0(rustgil_policy_obj, rustgil_policy);
+
+static mp_obj_t rustgil_presets(void) {
+    size_t n = 0;
+    while (gil_preset_name(n) != NULL) {
+        n++;
+    }
+    mp_obj_t items[16];
+    if (n > MP_ARRAY_SIZE(items)) {
+        n = MP_ARRAY_SIZE(items);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *name = gil_preset_name(i);
+        items[i] = mp_obj_new_str(name, strlen(name));
+    }
+    return mp_obj_new_tuple(n, items);
+}
+static MP_DEFINE_CONST_FUN_OBJ_0(rustgil_presets_obj, rustgil_presets);
+
+static void rustgil_store(mp_obj_t dict, const char *key, uint64_t value) {
+    mp_obj_dict_store(dict, mp_obj_new_str(key, strlen(key)), mp_obj_new_int_from_ull(value));
+}
+
+static mp_obj_t rustgil_counters(void) {
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    gil_result_t r = gil_get_counters(rustgil_lock, &c);
+    if (r != GIL_OK) {
+        mp_raise_msg_varg(&mp_type_RuntimeError, MP_ERROR_TEXT("rust-gil: gil_get_counters: %s"),
+            gil_result_str(r));
+    }
+    mp_obj_t d = mp_obj_new_dict(9);
+    rustgil_store(d, "acquisitions", c.acquisitions);
+    rustgil_store(d, "switches", c.switches);
+    rustgil_store(d, "drop_requests", c.drop_requests);
+    rustgil_store(d, "forced_switches", c.forced_switches);
+    rustgil_store(d, "wait_ns", c.wait_ns);
+    rustgil_store(d, "preemptions", c.preemptions);
+    rustgil_store(d, "lazy_releases", c.lazy_releases);
+    rustgil_store(d, "lazy_takeovers", c.lazy_takeovers);
+    rustgil_store(d, "starvation_promotions", c.starvation_promotions);
+    return d;
+}
+static MP_DEFINE_CONST_FUN_OBJ_0(rustgil_counters_obj, rustgil_counters);
+
+static mp_obj_t rustgil_switch_interval(size_t n_args, const mp_obj_t *args) {
+    gil_result_t r;
+    if (n_args == 1) {
+        mp_int_t us = mp_obj_get_int(args[0]);
+        if (us < 1 || (uint64_t)us > GIL_MAX_SWITCH_INTERVAL_US) {
+            mp_raise_msg_varg(&mp_type_ValueError,
+                MP_ERROR_TEXT("switch interval must be 1..%u microseconds"),
+                (unsigned)GIL_MAX_SWITCH_INTERVAL_US);
+        }
+        if ((r = gil_set_switch_interval(rustgil_lock, (uint64_t)us)) != GIL_OK) {
+            mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("rust-gil: %s"), gil_result_str(r));
+        }
+        return mp_const_none;
+    }
+    uint64_t us = 0;
+    if ((r = gil_get_switch_interval(rustgil_lock, &us)) != GIL_OK) {
+        mp_raise_msg_varg(&mp_type_RuntimeError, MP_ERROR_TEXT("rust-gil: %s"), gil_result_str(r));
+    }
+    return mp_obj_new_int_from_ull(us);
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(rustgil_switch_interval_obj, 0, 1, rustgil_switch_interval);
+
+static const mp_rom_map_elem_t rustgil_module_globals_table[] = {
+    { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_rustgil) },
+    { MP_ROM_QSTR(MP_QSTR_policy), MP_ROM_PTR(&rustgil_policy_obj) },
+    { MP_ROM_QSTR(MP_QSTR_presets), MP_ROM_PTR(&rustgil_presets_obj) },
+    { MP_ROM_QSTR(MP_QSTR_counters), MP_ROM_PTR(&rustgil_counters_obj) },
+    { MP_ROM_QSTR(MP_QSTR_switch_interval), MP_ROM_PTR(&rustgil_switch_interval_obj) },
+};
+static MP_DEFINE_CONST_DICT(rustgil_module_globals, rustgil_module_globals_table);
+
+const mp_obj_module_t rustgil_user_cmodule = {
+    .base = { &mp_type_module },
+    .globals = (mp_obj_dict_t *)&rustgil_module_globals,
+};
+
+MP_REGISTER_MODULE(MP_QSTR_rustgil, rustgil_user_cmodule);

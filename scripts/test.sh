@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README): build, every test, the loom models,
 # the C tests of the C ABI and its example, CPython 3.13 built on the lock
-# with its own thread tests (SKIP_CPYTHON=1 skips that part), a smoke run of
+# with its own thread tests (SKIP_CPYTHON=1 skips that part), MicroPython's
+# unix port on the lock with its own test suite (SKIP_MICROPYTHON=1), a smoke run of
 # the main job (gil-bench) and the demo, clippy and rustfmt. CI runs exactly
 # this.
 set -euo pipefail
@@ -32,6 +33,11 @@ bash scripts/c-tests.sh
 if [ "${SKIP_CPYTHON:-0}" != 1 ]; then
     step "CPython 3.13 --with-rust-gil: build, smoke test, CPython's thread tests"
     bash cpython/test.sh
+fi
+
+if [ "${SKIP_MICROPYTHON:-0}" != 1 ]; then
+    step "MicroPython 1.26 on the lock: build, smoke test, MicroPython's own tests"
+    bash micropython/test.sh
 fi
 
 step "main job smoke run: a tiny gil-bench sweep, its table and pictures checked"

@@ -528,7 +528,9 @@ gil_result_t gil_free(gil_t *gil);
 
 // Blocks until `token` (non-NULL, naming the calling thread) holds the
 // lock. While it waits, each switch interval without a switch raises a drop
-// request on the holder. Any thread; blocks.
+// request on the holder. Waiting is no cancellation point (as for
+// `pthread_mutex_lock`): a `pthread_cancel` takes effect at the thread's next
+// cancellation point after the call. Any thread; blocks.
 //
 // # Safety
 // `gil` is NULL or a live lock from `gil_new`.

@@ -179,7 +179,8 @@ impl Gil {
     /// While it waits, each full switch interval that passes without a
     /// switch raises a drop request on the holder (flag + callback); under
     /// the priority policy an I/O-class waiter asks a CPU-class holder at
-    /// once.
+    /// once. Waiting is no cancellation point: a `pthread_cancel` takes
+    /// effect at the thread's next cancellation point after the call.
     ///
     /// # Errors
     /// [`GilError::AlreadyHeld`] if `token` holds it already. A token that

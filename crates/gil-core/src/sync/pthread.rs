@@ -122,6 +122,7 @@ impl Condvar {
 
     /// Blocks until notified (or a spurious wake-up).
     pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+        let _no_cancel = NoCancel::new();
         // SAFETY: the guard proves this thread holds `guard.mutex`, which
         // `pthread_cond_wait` releases and takes back before returning.
         let r = unsafe { libc::pthread_cond_wait(self.raw.get(), guard.mutex.raw.get()) };
@@ -137,6 +138,7 @@ impl Condvar {
     /// Blocks until notified or `timeout` has passed; `true` on timeout.
     pub(crate) fn wait_timeout<T>(&self, guard: &mut MutexGuard<'_, T>, timeout: Duration) -> bool {
         let deadline = deadline_after(timeout);
+        let _no_cancel = NoCancel::new();
         // SAFETY: as in `wait`; `deadline` is a valid timespec.
         let r = unsafe { libc::pthread_cond_timedwait(self.raw.get(), guard.mutex.raw.get(), &deadline) };
         debug_assert!(r == 0 || r == libc::ETIMEDOUT, "pthread_cond_timedwait failed: {r}");
@@ -151,6 +153,57 @@ impl Condvar {
     pub(crate) fn notify_all(&self) {
         // SAFETY: as in `notify_one`.
         unsafe { libc::pthread_cond_broadcast(self.raw.get()) };
+    }
+}
+
+/// Keeps the calling thread from being cancelled (`pthread_cancel`) while
+/// it exists. `pthread_cond_wait` and `pthread_cond_timedwait` are
+/// cancellation points, and a cancellation there would unwind through the
+/// lock's frames with its mutex held and the waiting room half updated
+/// (glibc's forced unwind then aborts: "FATAL: exception not rethrown").
+/// With it, waiting for the lock is no cancellation point, like
+/// `pthread_mutex_lock`: a host that cancels its threads (MicroPython's
+/// unix port does at exit) sees the request acted on at the thread's next
+/// cancellation point outside the lock.
+struct NoCancel {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    old: libc::c_int,
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod cancel {
+    // glibc and musl (<pthread.h>); the libc crate does not declare these
+    // for Linux.
+    pub(super) const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
+    extern "C" {
+        pub(super) fn pthread_setcancelstate(state: libc::c_int, oldstate: *mut libc::c_int) -> libc::c_int;
+    }
+}
+
+impl NoCancel {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn new() -> Self {
+        let mut old = cancel::PTHREAD_CANCEL_DISABLE;
+        // SAFETY: `old` is valid for writing; the call only changes this
+        // thread's cancelability state.
+        unsafe { cancel::pthread_setcancelstate(cancel::PTHREAD_CANCEL_DISABLE, &mut old) };
+        NoCancel { old }
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn new() -> Self {
+        NoCancel {}
+    }
+}
+
+impl Drop for NoCancel {
+    fn drop(&mut self) {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        // SAFETY: restores the state saved by `new` on this same thread (a
+        // `NoCancel` never leaves the stack frame that made it).
+        unsafe {
+            cancel::pthread_setcancelstate(self.old, std::ptr::null_mut())
+        };
     }
 }
 

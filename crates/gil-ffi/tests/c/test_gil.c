@@ -1288,6 +1288,63 @@ static void test_fork_children_end(void) {
     if (pid > 0) expect_exit(pid, "main thread ending with pthread_exit");
 }
 
+/* ---- pthread_cancel ------------------------------------------------------ */
+
+struct cancel_waiter {
+    gil_t *gil;
+    atomic_int about_to_wait;
+    atomic_int acquired;
+};
+
+static void *cancel_waiter(void *arg) {
+    struct cancel_waiter *w = arg;
+    atomic_store(&w->about_to_wait, 1);
+    if (gil_acquire(w->gil, w) != GIL_OK) return NULL;
+    atomic_store(&w->acquired, 1);
+    if (gil_release(w->gil, w, GIL_RELEASE_FINAL) != GIL_OK) return NULL;
+    for (;;) pthread_testcancel();
+}
+
+/* A thread cancelled while it waits for the lock is not cancelled inside
+   it (the condition waits are cancellation points, and a forced unwind
+   through the lock aborts the process): it takes the lock when it is its
+   turn and is cancelled at its next cancellation point. MicroPython's unix
+   port cancels its threads this way at exit. In a child, since the failure
+   is an abort. */
+static void test_cancel_while_waiting(void) {
+    static const char *const presets[] = {"classic", "priority", "priority-monitor"};
+    for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            lsan_off = 1;
+            gil_config_t config;
+            gil_t *gil = NULL;
+            int holder = 0;
+            if (gil_config_preset(presets[p], &config) != GIL_OK) _exit(2);
+            config.switch_interval_us = 1000;
+            if (gil_new(&config, &gil) != GIL_OK || gil_acquire(gil, &holder) != GIL_OK) _exit(3);
+            struct cancel_waiter w = {gil, 0, 0};
+            pthread_t th;
+            if (pthread_create(&th, NULL, cancel_waiter, &w) != 0) _exit(4);
+            while (!atomic_load(&w.about_to_wait)) sched_yield();
+            usleep(20000); /* inside gil_acquire, several timed waits in */
+            if (pthread_cancel(th) != 0) _exit(5);
+            usleep(20000);
+            if (atomic_load(&w.acquired)) _exit(6); /* the lock is still held here */
+            if (gil_release(gil, &holder, GIL_RELEASE_VOLUNTARY) != GIL_OK) _exit(7);
+            void *ret = NULL;
+            if (pthread_join(th, &ret) != 0) _exit(8);
+            if (ret != PTHREAD_CANCELED || !atomic_load(&w.acquired)) _exit(9);
+            if (gil_acquire(gil, &holder) != GIL_OK || gil_release(gil, &holder, GIL_RELEASE_FINAL) != GIL_OK)
+                _exit(10);
+            _exit(gil_free(gil) == GIL_OK ? 0 : 11);
+        }
+        if (pid > 0) expect_exit(pid, presets[p]);
+    }
+}
+
 /* ---- driver ------------------------------------------------------------- */
 
 struct test {
@@ -1312,6 +1369,7 @@ int main(void) {
         {"fork_in_threaded_process", test_fork_in_threaded_process},
         {"reentrant_calls", test_reentrant_calls},
         {"fork_children_end", test_fork_children_end},
+        {"cancel_while_waiting", test_cancel_while_waiting},
     };
     int passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -2,7 +2,8 @@
 # MicroPython on the rust-gil lock: builds it (micropython/build.sh), then
 #
 #   1. start-up errors: a bad MICROPY_RUST_GIL stops start-up, naming it;
-#   2. micropython/smoke_test.py under every preset;
+#   2. micropython/smoke_test.py under every preset, and a clean exit while
+#      threads wait for the lock (exit_with_threads.py, 60 runs);
 #   3. MicroPython's own test suite (tests/run-tests.py: basics, thread,
 #      extmod, micropython, float, ...) on the lock under priority (the
 #      default) and classic, and on the stock-GIL build for comparison;
@@ -44,6 +45,16 @@ for p in $presets; do
     say "smoke test, $p"
     MICROPY_RUST_GIL=$p RUSTGIL_EXPECTED_POLICY=$p timeout 300 "$MICROPY_RUSTGIL" \
         "$repo/micropython/smoke_test.py" || die "smoke test failed under $p"
+done
+
+# Exiting cancels the other threads (asynchronously) while they wait for
+# the lock or are about to: the process must still end with status 0.
+say "exit while threads wait for the lock: 60 runs under priority and classic"
+for i in $(seq 30); do
+    for p in priority classic; do
+        out=$(MICROPY_RUST_GIL=$p timeout 60 "$MICROPY_RUSTGIL" "$repo/micropython/exit_with_threads.py" 3 2>&1) \
+            || die "exit_with_threads.py under $p, run $i: status $? ($out)"
+    done
 done
 
 # ---- 3, 4. MicroPython's own tests ------------------------------------------

@@ -37,6 +37,7 @@
  *                               an argument, sets it (ValueError if refused)
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,36 @@ static gil_t *rustgil_lock;
 static void rustgil_fatal(const char *call, gil_result_t r) {
     fprintf(stderr, "micropython: rust-gil: %s failed: %s\n", call, gil_result_str(r));
     abort();
+}
+
+/* MicroPython's unix port makes its threads asynchronously cancellable
+   (mp_thread_create) and cancels the others at exit (mp_thread_deinit)
+   while they wait for the GIL. An asynchronous cancel inside the library
+   would unwind through Rust frames, which aborts the process ("FATAL:
+   exception not rethrown"). So each lock call that can block runs with
+   deferred cancellation (the library's waits are no cancellation points),
+   and the thread's type is restored here, in C, where a pending cancel
+   then acts as it would have with the stock GIL. The VM's drop-request
+   poll needs none of this: only the GIL's holder runs it, and the thread
+   that cancels the others holds the GIL. */
+static int rustgil_defer_cancel(void) {
+    #ifdef __ANDROID__
+    return 0;
+    #else
+    int old = PTHREAD_CANCEL_DEFERRED;
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old);
+    return old;
+    #endif
+}
+
+static void rustgil_restore_cancel(int old) {
+    #ifndef __ANDROID__
+    if (old != PTHREAD_CANCEL_DEFERRED) {
+        pthread_setcanceltype(old, NULL);
+    }
+    #else
+    (void)old;
+    #endif
 }
 
 static void *rustgil_token(void) {
@@ -110,20 +141,24 @@ void mp_thread_gil_init(void) {
 void mp_thread_gil_enter(void) {
     /* Callers read errno after re-entering (MP_HAL_RETRY_SYSCALL). */
     int saved = errno;
+    int cancel = rustgil_defer_cancel();
     gil_result_t r = gil_acquire(rustgil_lock, rustgil_token());
     if (r != GIL_OK) {
         rustgil_fatal("gil_acquire", r);
     }
     errno = saved;
+    rustgil_restore_cancel(cancel);
 }
 
 static void rustgil_release(gil_release_reason_t reason) {
     int saved = errno;
+    int cancel = rustgil_defer_cancel();
     gil_result_t r = gil_release(rustgil_lock, rustgil_token(), reason);
     if (r != GIL_OK) {
         rustgil_fatal("gil_release", r);
     }
     errno = saved;
+    rustgil_restore_cancel(cancel);
 }
 
 void mp_thread_gil_exit(void) {
@@ -139,10 +174,12 @@ void mp_thread_gil_bounce(void) {
     if (!gil_drop_requested(rustgil_lock)) {
         return;
     }
+    int cancel = rustgil_defer_cancel();
     gil_result_t r = gil_handle_drop_request(rustgil_lock, rustgil_token(), NULL);
     if (r != GIL_OK) {
         rustgil_fatal("gil_handle_drop_request", r);
     }
+    rustgil_restore_cancel(cancel);
 }
 
 /* ---- the rustgil module --------------------------------------------------- */

@@ -73,15 +73,7 @@ esac
 
 # ---- build dependencies ---------------------------------------------------
 
-missing=()
-for pkg in build-essential pkg-config python3; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    [ "$(id -u)" = 0 ] || die "missing build dependencies: ${missing[*]} (install them, or run as root)"
-    say "installing ${missing[*]}"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+bash "$repo/scripts/need-packages.sh" micropython/build.sh build-essential pkg-config python3
 
 # ---- the library ----------------------------------------------------------
 

@@ -143,6 +143,7 @@ class Server:
         if line != "ready":
             self.close()
             raise RuntimeError(f"{build.name}: the server did not start ({line!r})")
+        time.sleep(0.2)  # let the spinners get going
 
     def connect(self):
         c = socket.create_connection(("127.0.0.1", self.port))

@@ -528,9 +528,11 @@ gil_result_t gil_free(gil_t *gil);
 
 // Blocks until `token` (non-NULL, naming the calling thread) holds the
 // lock. While it waits, each switch interval without a switch raises a drop
-// request on the holder. Waiting is no cancellation point (as for
-// `pthread_mutex_lock`): a `pthread_cancel` takes effect at the thread's next
-// cancellation point after the call. Any thread; blocks.
+// request on the holder. On Linux, waiting is no cancellation point for a
+// thread with deferred cancellation (as for `pthread_mutex_lock`): a
+// `pthread_cancel` takes effect at its next cancellation point after the
+// call; a thread with asynchronous cancellation must switch to deferred
+// around calls on the lock. Any thread; blocks.
 //
 // # Safety
 // `gil` is NULL or a live lock from `gil_new`.

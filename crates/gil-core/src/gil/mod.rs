@@ -179,8 +179,10 @@ impl Gil {
     /// While it waits, each full switch interval that passes without a
     /// switch raises a drop request on the holder (flag + callback); under
     /// the priority policy an I/O-class waiter asks a CPU-class holder at
-    /// once. Waiting is no cancellation point: a `pthread_cancel` takes
-    /// effect at the thread's next cancellation point after the call.
+    /// once. On Linux, waiting is no cancellation point for a thread with
+    /// deferred cancellation: a `pthread_cancel` takes effect at its next
+    /// cancellation point after the call (a thread with asynchronous
+    /// cancellation must switch to deferred around calls on the lock).
     ///
     /// # Errors
     /// [`GilError::AlreadyHeld`] if `token` holds it already. A token that

@@ -161,19 +161,23 @@ impl Condvar {
 /// cancellation points, and a cancellation there would unwind through the
 /// lock's frames with its mutex held and the waiting room half updated
 /// (glibc's forced unwind then aborts: "FATAL: exception not rethrown").
-/// With it, waiting for the lock is no cancellation point, like
-/// `pthread_mutex_lock`: a host that cancels its threads (MicroPython's
-/// unix port does at exit) sees the request acted on at the thread's next
-/// cancellation point outside the lock.
+/// With it, waiting for the lock is no cancellation point for a thread with
+/// deferred cancellation (the default), like `pthread_mutex_lock`: the
+/// request is acted on at the thread's next cancellation point outside the
+/// lock. A thread with *asynchronous* cancellation may be cancelled
+/// anywhere, and when this guard re-enables cancellation; such a host must
+/// switch to deferred around calls on the lock (MicroPython's unix port
+/// does; see micropython/shim). Linux only (glibc, musl): Android has no
+/// cancellation, and elsewhere the guard does nothing.
 struct NoCancel {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(target_os = "linux")]
     old: libc::c_int,
 }
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(target_os = "linux")]
 mod cancel {
-    // glibc and musl (<pthread.h>); the libc crate does not declare these
-    // for Linux.
+    // glibc, musl and uClibc (<pthread.h>); the libc crate does not declare
+    // these for Linux.
     pub(super) const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
     extern "C" {
         pub(super) fn pthread_setcancelstate(state: libc::c_int, oldstate: *mut libc::c_int) -> libc::c_int;
@@ -181,7 +185,7 @@ mod cancel {
 }
 
 impl NoCancel {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(target_os = "linux")]
     fn new() -> Self {
         let mut old = cancel::PTHREAD_CANCEL_DISABLE;
         // SAFETY: `old` is valid for writing; the call only changes this
@@ -190,7 +194,7 @@ impl NoCancel {
         NoCancel { old }
     }
 
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    #[cfg(not(target_os = "linux"))]
     fn new() -> Self {
         NoCancel {}
     }
@@ -198,7 +202,7 @@ impl NoCancel {
 
 impl Drop for NoCancel {
     fn drop(&mut self) {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
+        #[cfg(target_os = "linux")]
         // SAFETY: restores the state saved by `new` on this same thread (a
         // `NoCancel` never leaves the stack frame that made it).
         unsafe {

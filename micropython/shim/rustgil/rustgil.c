@@ -11,7 +11,7 @@
  *   MP_THREAD_GIL_EXIT        gil_release(VOLUNTARY): around a call that may
  *                             block (socket, select/poll, time.sleep, ...)
  *   MP_THREAD_GIL_BOUNCE      the VM's periodic point (every
- *                             MICROPY_PY_THREAD_GIL_VM_DIVISOR branches):
+ *                             MICROPY_PY_THREAD_GIL_VM_DIVISOR jumps):
  *                             one relaxed load; only if a drop was requested,
  *                             gil_release(FORCED) then gil_acquire
  *   MP_THREAD_GIL_EXIT_FINAL  gil_release(FINAL): a thread's last release
@@ -46,6 +46,7 @@
 
 #include "py/mpthread.h"
 #include "py/obj.h"
+#include "py/objtuple.h"
 #include "py/runtime.h"
 
 #if !MICROPY_PY_THREAD || !MICROPY_PY_THREAD_GIL || !MICROPY_PY_THREAD_GIL_EXTERNAL
@@ -75,9 +76,12 @@ static void rustgil_fatal(const char *call, gil_result_t r) {
    exception not rethrown"). So each lock call that can block runs with
    deferred cancellation (the library's waits are no cancellation points),
    and the thread's type is restored here, in C, where a pending cancel
-   then acts as it would have with the stock GIL. The VM's drop-request
-   poll needs none of this: only the GIL's holder runs it, and the thread
-   that cancels the others holds the GIL. */
+   then acts. A thread cancelled that way has just taken the lock (the
+   stock GIL's waiter would have died without it): the cleanup handler
+   gives it back with a final release, so a thread that still runs (the
+   exiting main thread, or an embedder's) can take it again. The VM's
+   drop-request poll itself needs none of this: only the GIL's holder runs
+   it, and the thread that cancels the others holds the GIL. */
 static int rustgil_defer_cancel(void) {
     #ifdef __ANDROID__
     return 0;
@@ -88,13 +92,29 @@ static int rustgil_defer_cancel(void) {
     #endif
 }
 
-static void rustgil_restore_cancel(int old) {
+static void rustgil_release_on_cancel(void *token) {
+    /* Final: never waits, whatever drop request is pending. */
+    (void)gil_release(rustgil_lock, token, GIL_RELEASE_FINAL);
+}
+
+/* Restores the cancel type saved by rustgil_defer_cancel; holding says
+   whether this thread now holds the lock (then a cancel acted on here
+   releases it first). */
+static void rustgil_restore_cancel(int old, int holding) {
     #ifndef __ANDROID__
-    if (old != PTHREAD_CANCEL_DEFERRED) {
+    if (old == PTHREAD_CANCEL_DEFERRED) {
+        return;
+    }
+    if (holding) {
+        pthread_cleanup_push(rustgil_release_on_cancel, mp_thread_get_state());
+        pthread_setcanceltype(old, NULL);
+        pthread_cleanup_pop(0);
+    } else {
         pthread_setcanceltype(old, NULL);
     }
     #else
     (void)old;
+    (void)holding;
     #endif
 }
 
@@ -147,7 +167,7 @@ void mp_thread_gil_enter(void) {
         rustgil_fatal("gil_acquire", r);
     }
     errno = saved;
-    rustgil_restore_cancel(cancel);
+    rustgil_restore_cancel(cancel, 1);
 }
 
 static void rustgil_release(gil_release_reason_t reason) {
@@ -158,7 +178,7 @@ static void rustgil_release(gil_release_reason_t reason) {
         rustgil_fatal("gil_release", r);
     }
     errno = saved;
-    rustgil_restore_cancel(cancel);
+    rustgil_restore_cancel(cancel, 0);
 }
 
 void mp_thread_gil_exit(void) {
@@ -179,7 +199,7 @@ void mp_thread_gil_bounce(void) {
     if (r != GIL_OK) {
         rustgil_fatal("gil_handle_drop_request", r);
     }
-    rustgil_restore_cancel(cancel);
+    rustgil_restore_cancel(cancel, 1);
 }
 
 /* ---- the rustgil module --------------------------------------------------- */
@@ -187,9 +207,13 @@ void mp_thread_gil_bounce(void) {
 static mp_obj_t rustgil_policy(void) {
     const char *name = NULL;
     gil_result_t r = gil_get_preset(rustgil_lock, &name);
-    if (r != GIL_OK || name == NULL) {
+    if (r != GIL_OK) {
         mp_raise_msg_varg(&mp_type_RuntimeError, MP_ERROR_TEXT("rust-gil: gil_get_preset: %s"),
             gil_result_str(r));
+    }
+    if (name == NULL) {
+        /* Not reachable from MICROPY_RUST_GIL, which only names presets. */
+        mp_raise_msg(&mp_type_RuntimeError, MP_ERROR_TEXT("rust-gil: the lock's configuration is no preset"));
     }
     return mp_obj_new_str(name, strlen(name));
 }
@@ -200,15 +224,12 @@ static mp_obj_t rustgil_presets(void) {
     while (gil_preset_name(n) != NULL) {
         n++;
     }
-    mp_obj_t items[16];
-    if (n > MP_ARRAY_SIZE(items)) {
-        n = MP_ARRAY_SIZE(items);
-    }
+    mp_obj_tuple_t *tuple = MP_OBJ_TO_PTR(mp_obj_new_tuple(n, NULL));
     for (size_t i = 0; i < n; i++) {
         const char *name = gil_preset_name(i);
-        items[i] = mp_obj_new_str(name, strlen(name));
+        tuple->items[i] = mp_obj_new_str(name, strlen(name));
     }
-    return mp_obj_new_tuple(n, items);
+    return MP_OBJ_FROM_PTR(tuple);
 }
 static MP_DEFINE_CONST_FUN_OBJ_0(rustgil_presets_obj, rustgil_presets);
 

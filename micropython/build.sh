@@ -6,6 +6,8 @@
 #   gil      unmodified, with its own GIL (MICROPY_PY_THREAD_GIL=1: a mutex
 #            the VM unlocks and re-locks every 32 branches)
 #   nogil    unmodified, the unix port's default (threads without a GIL)
+#   patched  the patched tree without the module (the stock GIL through the
+#            new macros; test.sh compares its code with gil's)
 #
 #   micropython/build.sh [--source DIR] [--jobs N]
 #
@@ -19,6 +21,7 @@
 # tree; a new library: a relink). Each build takes ~15 s on 2 cores. At the
 # end it prints
 #   MICROPY_RUSTGIL=<bin>  MICROPY_GIL=<bin>  MICROPY_NOGIL=<bin>  MICROPY_TESTS=<tests dir>
+#   MICROPY_BUILDS=<the build trees>
 #
 # Ports options: the Debian source drops the bundled libraries (lib/), so
 # the build turns off what needs them: frozen modules (FROZEN_MANIFEST=),
@@ -36,7 +39,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --source) [ $# -ge 2 ] || die "--source needs a directory"; source_dir=$2; shift 2 ;;
         --jobs) [ $# -ge 2 ] || die "--jobs needs a number"; jobs=$2; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
@@ -53,7 +56,7 @@ if [ -n "$source_dir" ]; then
     [ -f "$source_dir/py/mpthread.h" ] || die "$source_dir is not a MicroPython source tree"
     src=$(cd "$source_dir" && pwd)
 else
-    bash "$repo/scripts/debian-source.sh" micropython "$cache/debian" forky sid \
+    bash "$repo/scripts/debian-source.sh" --version '^1\.26\.' micropython "$cache/debian" forky sid \
         || die "could not fetch the micropython source package; pass --source DIR with a MicroPython 1.26 tree."
     tarball=$(ls "$cache"/debian/micropython_*.orig.tar.* | sort | tail -n 1)
     if [ ! -f "$pristine/.from" ] || [ "$(cat "$pristine/.from")" != "$tarball" ]; then
@@ -88,7 +91,8 @@ port_opts=(FROZEN_MANIFEST= MICROPY_PY_BTREE=0 MICROPY_SSL_AXTLS=0 MICROPY_PY_SS
 # made afresh when the source, patch or shim changed.
 tree() {
     local name=$1 patched=$2 dir="$top/build/$1" key
-    key="$version-$src"
+    # MicroPython's make does not track CFLAGS: options in the key.
+    key="$version-$src-${port_opts[*]}"
     if [ "$patched" = 1 ]; then
         key="$key-$(cat "$patch_file" "$shim_dir"/rustgil/* | sha256sum | cut -c1-16)"
     fi
@@ -136,8 +140,12 @@ build rustgil rustgil MICROPY_PY_THREAD_GIL=1 USER_C_MODULES="$top/build/rustgil
 echo "$lib_key" >"$top/build/rustgil/.lib_key"
 build gil stock MICROPY_PY_THREAD_GIL=1
 build nogil stock MICROPY_PY_THREAD_GIL=0
+# The patched tree without the module: test.sh checks that it compiles to
+# the stock GIL build's machine code.
+build patched rustgil MICROPY_PY_THREAD_GIL=1
 
 echo "MICROPY_RUSTGIL=$top/bin/micropython-rustgil"
 echo "MICROPY_GIL=$top/bin/micropython-gil"
 echo "MICROPY_NOGIL=$top/bin/micropython-nogil"
 echo "MICROPY_TESTS=$top/build/stock/tests"
+echo "MICROPY_BUILDS=$top/build"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # MicroPython on the rust-gil lock: builds it (micropython/build.sh), then
 #
+#   0. the patch without the module changes no machine code;
 #   1. start-up errors: a bad MICROPY_RUST_GIL stops start-up, naming it;
 #   2. micropython/smoke_test.py under every preset, and a clean exit while
 #      threads wait for the lock (exit_with_threads.py, 60 runs);
@@ -19,8 +20,29 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 say() { printf 'micropython/test.sh: %s\n' "$*"; }
 die() { printf 'micropython/test.sh: %s\n' "$*" >&2; exit 1; }
 
-eval "$(bash "$repo/micropython/build.sh" | grep -E '^MICROPY_[A-Z]+=')"
-[ -x "$MICROPY_RUSTGIL" ] && [ -x "$MICROPY_GIL" ] || die "build.sh did not produce the interpreters"
+build_out=$(bash "$repo/micropython/build.sh") || die "micropython/build.sh failed"
+printf '%s\n' "$build_out" | grep -v '^MICROPY_' || true
+eval "$(printf '%s\n' "$build_out" | grep -E '^MICROPY_[A-Z]+=')"
+[ -x "${MICROPY_RUSTGIL:-}" ] && [ -x "${MICROPY_GIL:-}" ] || die "build.sh did not produce the interpreters"
+
+# ---- 0. the patch alone changes no machine code ----------------------------
+# With MICROPY_PY_THREAD_GIL_EXTERNAL=0 the new macros expand to what py/ did
+# before: every object file of the patched tree disassembles as the stock
+# GIL build's does.
+say "the patch without the module compiles to the stock GIL's machine code"
+stock_objs="$MICROPY_BUILDS/stock/ports/unix/build-gil"
+patched_objs="$MICROPY_BUILDS/rustgil/ports/unix/build-patched"
+compared=0
+while IFS= read -r obj; do
+    rel=${obj#"$stock_objs"/}
+    [ -f "$patched_objs/$rel" ] || die "the patched build has no $rel"
+    cmp -s <(objdump -d --no-show-raw-insn "$obj" | tail -n +4) \
+        <(objdump -d --no-show-raw-insn "$patched_objs/$rel" | tail -n +4) \
+        || die "$rel: the patched tree's code differs from the stock GIL build's"
+    compared=$((compared + 1))
+done < <(find "$stock_objs" -name '*.o' | sort)
+[ "$compared" -gt 100 ] || die "only $compared object files compared"
+say "    $compared object files, the same code"
 
 # ---- 1. start-up errors ---------------------------------------------------
 say "a bad MICROPY_RUST_GIL is a start-up error naming the value"

@@ -4,16 +4,25 @@
 # from the mirror this machine's own apt configuration uses. The system's
 # apt configuration is neither changed nor written.
 #
-#   scripts/debian-source.sh PACKAGE OUTDIR RELEASE [RELEASE...]
+#   scripts/debian-source.sh [--version ERE] PACKAGE OUTDIR RELEASE [RELEASE...]
 #
 # Does nothing if OUTDIR already has PACKAGE_*.orig.tar.* (delete it to fetch
-# again). The releases are tried together: apt picks the newest version any
-# of them carries. Used by cpython/build.sh (python3.13 from trixie) and
-# micropython/build.sh (micropython from forky/sid).
+# again). The releases are looked at together: without --version apt takes
+# the newest version any of them carries; with it, the newest whose Debian
+# version matches the extended regex ERE (e.g. '^1\.26\.'), so a newer
+# upstream release in sid does not replace the one a patch is written for
+# while a release still carries it. Used by cpython/build.sh (python3.13
+# from trixie) and micropython/build.sh (micropython 1.26 from forky/sid).
 set -euo pipefail
 
 die() { printf 'debian-source.sh: %s\n' "$*" >&2; exit 1; }
-[ $# -ge 3 ] || die "usage: scripts/debian-source.sh PACKAGE OUTDIR RELEASE [RELEASE...]"
+match=""
+if [ "${1:-}" = --version ]; then
+    [ $# -ge 2 ] || die "--version needs an extended regex"
+    match=$2
+    shift 2
+fi
+[ $# -ge 3 ] || die "usage: scripts/debian-source.sh [--version ERE] PACKAGE OUTDIR RELEASE [RELEASE...]"
 package=$1 out=$2
 shift 2
 
@@ -41,6 +50,13 @@ opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt_state/s
       -o "APT::Sandbox::User=root" -qq)
 printf 'debian-source.sh: fetching the %s source package (%s)\n' "$package" "$*"
 apt-get "${opts[@]}" update || die "apt-get update for the deb-src entry ($*) failed"
-(cd "$out" && apt-get "${opts[@]}" source --download-only "$package") \
-    || die "apt-get source $package failed"
+want=$package
+if [ -n "$match" ]; then
+    versions=$(apt-cache "${opts[@]}" showsrc "$package" 2>/dev/null | awk '/^Version:/ { print $2 }' | sort -uV)
+    version=$(printf '%s\n' "$versions" | grep -E -- "$match" | tail -n 1 || true)
+    [ -n "$version" ] || die "no $package version matching '$match' in $* (there: $(echo $versions))"
+    want="$package=$version"
+fi
+(cd "$out" && apt-get "${opts[@]}" source --download-only "$want") \
+    || die "apt-get source $want failed"
 compgen -G "$out/${package}_*.orig.tar.*" >/dev/null || die "no upstream tarball in the $package source package"

@@ -29,6 +29,7 @@ Scenarios:
 """
 
 import argparse
+import math
 import os
 import shlex
 import socket
@@ -188,8 +189,8 @@ def pingpong(server, args):
     c.close()
     times.sort()
 
-    def pct(p):
-        return times[min(len(times) - 1, int(p / 100 * len(times)))]
+    def pct(p):  # nearest rank: the smallest value with p % of them at or below it
+        return times[max(0, math.ceil(p / 100 * len(times)) - 1)]
 
     return {"p50": pct(50), "p99": pct(99), "p99.9": pct(99.9), "round trips": len(times)}
 

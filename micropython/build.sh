@@ -4,7 +4,7 @@
 #   rustgil  its GIL on the rust-gil library (micropython/patches/ and the
 #            user C module micropython/shim/rustgil; MICROPY_PY_THREAD_GIL=1)
 #   gil      unmodified, with its own GIL (MICROPY_PY_THREAD_GIL=1: a mutex
-#            the VM unlocks and re-locks every 32 branches)
+#            the VM unlocks and re-locks every 32 jumps)
 #   nogil    unmodified, the unix port's default (threads without a GIL)
 #   patched  the patched tree without the module (the stock GIL through the
 #            new macros; test.sh compares its code with gil's)

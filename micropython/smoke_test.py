@@ -50,7 +50,7 @@ def test_policy_is_the_one_asked_for():
 
 
 def test_a_lone_thread_never_lets_go():
-    # The stock GIL unlocks and re-locks at every 32nd branch; on the lock
+    # The stock GIL unlocks and re-locks at every 32nd jump; on the lock
     # the periodic point only polls, so a loop without I/O acquires nothing.
     before = rustgil.counters()
     n = 0

@@ -51,27 +51,15 @@ fi
 
 # ---- the source ---------------------------------------------------------
 
-# Debian's python3.13 source package (trixie), downloaded with a throwaway
-# apt state by scripts/debian-source.sh.
-fetch_debian_source() {
-    bash "$repo/scripts/debian-source.sh" python3.13 "$cache/debian" trixie \
-        || die "could not fetch the python3.13 source package; pass --source DIR with a CPython 3.13 tree."
-}
-
 pristine="$cache/src/pristine"
 if [ -n "$source_dir" ]; then
     [ -f "$source_dir/Include/patchlevel.h" ] || die "$source_dir is not a CPython source tree"
     src=$(cd "$source_dir" && pwd)
 else
-    fetch_debian_source
-    tarball=$(ls "$cache"/debian/python3.13_*.orig.tar.xz | sort | tail -n 1)
-    if [ ! -f "$pristine/.from" ] || [ "$(cat "$pristine/.from")" != "$tarball" ]; then
-        say "unpacking $(basename "$tarball")"
-        rm -rf "$pristine"
-        mkdir -p "$pristine"
-        tar xf "$tarball" -C "$pristine" --strip-components=1
-        echo "$tarball" >"$pristine/.from"
-    fi
+    # Debian's python3.13 source package (trixie), downloaded with a
+    # throwaway apt state and unpacked by scripts/debian-source.sh.
+    bash "$repo/scripts/debian-source.sh" --unpack "$pristine" python3.13 "$cache/debian" trixie \
+        || die "could not fetch the python3.13 source package; pass --source DIR with a CPython 3.13 tree."
     src=$pristine
 fi
 version=$(sed -n 's/^#define PY_VERSION[[:space:]]*"\(.*\)"/\1/p' "$src/Include/patchlevel.h")

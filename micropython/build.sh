@@ -56,16 +56,9 @@ if [ -n "$source_dir" ]; then
     [ -f "$source_dir/py/mpthread.h" ] || die "$source_dir is not a MicroPython source tree"
     src=$(cd "$source_dir" && pwd)
 else
-    bash "$repo/scripts/debian-source.sh" --version '^1\.26\.' micropython "$cache/debian" forky sid \
+    bash "$repo/scripts/debian-source.sh" --version '^1\.26\.' --unpack "$pristine" \
+        micropython "$cache/debian" forky sid \
         || die "could not fetch the micropython source package; pass --source DIR with a MicroPython 1.26 tree."
-    tarball=$(ls "$cache"/debian/micropython_*.orig.tar.* | sort | tail -n 1)
-    if [ ! -f "$pristine/.from" ] || [ "$(cat "$pristine/.from")" != "$tarball" ]; then
-        say "unpacking $(basename "$tarball")"
-        rm -rf "$pristine"
-        mkdir -p "$pristine"
-        tar xf "$tarball" -C "$pristine" --strip-components=1
-        echo "$tarball" >"$pristine/.from"
-    fi
     src=$pristine
 fi
 version=$(sed -n 's/^#define MICROPY_VERSION_\(MAJOR\|MINOR\|MICRO\) \([0-9]*\)$/\2/p' "$src/py/mpconfig.h" | paste -sd.)

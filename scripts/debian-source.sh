@@ -4,10 +4,11 @@
 # from the mirror this machine's own apt configuration uses. The system's
 # apt configuration is neither changed nor written.
 #
-#   scripts/debian-source.sh [--version ERE] PACKAGE OUTDIR RELEASE [RELEASE...]
+#   scripts/debian-source.sh [--version ERE] [--unpack DIR] PACKAGE OUTDIR RELEASE [RELEASE...]
 #
-# Does nothing if OUTDIR already has PACKAGE_*.orig.tar.* (delete it to fetch
-# again). The releases are looked at together: without --version apt takes
+# Fetches nothing if OUTDIR already has PACKAGE_*.orig.tar.* (delete it to
+# fetch again). --unpack DIR: then unpacks the newest upstream tarball there
+# (its top directory stripped), unless DIR/.from says it already holds it. The releases are looked at together: without --version apt takes
 # the newest version any of them carries; with it, the newest whose Debian
 # version matches the extended regex ERE (e.g. '^1\.26\.'), so a newer
 # upstream release in sid does not replace the one a patch is written for
@@ -16,17 +17,34 @@
 set -euo pipefail
 
 die() { printf 'debian-source.sh: %s\n' "$*" >&2; exit 1; }
-match=""
-if [ "${1:-}" = --version ]; then
-    [ $# -ge 2 ] || die "--version needs an extended regex"
-    match=$2
-    shift 2
-fi
-[ $# -ge 3 ] || die "usage: scripts/debian-source.sh [--version ERE] PACKAGE OUTDIR RELEASE [RELEASE...]"
+match="" unpack=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --version) [ $# -ge 2 ] || die "--version needs an extended regex"; match=$2; shift 2 ;;
+        --unpack) [ $# -ge 2 ] || die "--unpack needs a directory"; unpack=$2; shift 2 ;;
+        *) break ;;
+    esac
+done
+[ $# -ge 3 ] || die "usage: scripts/debian-source.sh [--version ERE] [--unpack DIR] PACKAGE OUTDIR RELEASE [RELEASE...]"
 package=$1 out=$2
 shift 2
 
+# unpack_into DIR: the newest upstream tarball in $out, unpacked into DIR.
+unpack_into() {
+    local dir=$1 tarball
+    tarball=$(ls "$out/${package}"_*.orig.tar.* | grep -v '\.asc$' | sort -V | tail -n 1)
+    if [ -f "$dir/.from" ] && [ "$(cat "$dir/.from")" = "$tarball" ]; then
+        return
+    fi
+    printf 'debian-source.sh: unpacking %s\n' "$(basename "$tarball")"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    tar xf "$tarball" -C "$dir" --strip-components=1 || die "could not unpack $tarball"
+    echo "$tarball" >"$dir/.from"
+}
+
 if compgen -G "$out/${package}_*.orig.tar.*" >/dev/null; then
+    [ -z "$unpack" ] || unpack_into "$unpack"
     exit 0
 fi
 command -v apt-get >/dev/null || die "apt-get not found: pass --source DIR with a $package source tree."
@@ -60,3 +78,4 @@ fi
 (cd "$out" && apt-get "${opts[@]}" source --download-only "$want") \
     || die "apt-get source $want failed"
 compgen -G "$out/${package}_*.orig.tar.*" >/dev/null || die "no upstream tarball in the $package source package"
+[ -z "$unpack" ] || unpack_into "$unpack"

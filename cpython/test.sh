@@ -102,7 +102,7 @@ out=$(bash cpython/build.sh --shared)
 SHARED_PYTHON=$(printf '%s\n' "$out" | sed -n 's/^RUSTGIL_SHARED_PYTHON=//p')
 [ -x "$SHARED_PYTHON" ] || die "the --shared build did not produce an interpreter"
 libpython=$(dirname "$SHARED_PYTHON")/../lib/libpython3.13.so.1.0
-ldd "$SHARED_PYTHON" | grep -qF "$(cd "$(dirname "$libpython")" && pwd)/libpython3.13.so.1.0" \
+ldd "$SHARED_PYTHON" | grep -F "$(cd "$(dirname "$libpython")" && pwd)/libpython3.13.so.1.0" >/dev/null \
     || { ldd "$SHARED_PYTHON" >&2; die "the --shared interpreter does not load its own libpython3.13.so"; }
 # What libpython exports: CPython's API (Py*, _Py*, PY_TIMEOUT_MAX) and the
 # init functions of its built-in modules, _rustgil's among them; nothing of
@@ -111,9 +111,9 @@ ldd "$SHARED_PYTHON" | grep -qF "$(cd "$(dirname "$libpython")" && pwd)/libpytho
 exports=$(nm -D --defined-only "$libpython" | awk '{ print $3 }')
 [ "$(printf '%s\n' "$exports" | wc -l)" -gt 1000 ] || die "nm -D found too few exports in $libpython"
 foreign=$(printf '%s\n' "$exports" | grep -Ev '^(_?Py|PY_TIMEOUT_MAX$)' || true)
-[ -z "$foreign" ] || { printf '%s\n' "$foreign" | head -n 20 >&2; die "$libpython exports symbols that are not CPython's"; }
-printf '%s\n' "$exports" | grep -qx PyInit__rustgil || die "$libpython does not carry _rustgil"
-! printf '%s\n' "$exports" | grep -q '^_PyRustGil' || die "$libpython exports the shim's internals"
+[ -z "$foreign" ] || { printf '%s\n' "$foreign" | sed -n 1,20p >&2; die "$libpython exports symbols that are not CPython's"; }
+printf '%s\n' "$exports" | grep -x PyInit__rustgil >/dev/null || die "$libpython does not carry _rustgil"
+! printf '%s\n' "$exports" | grep '^_PyRustGil' >/dev/null || die "$libpython exports the shim's internals"
 echo "libpython3.13.so.1.0 exports $(printf '%s\n' "$exports" | wc -l) symbols, all CPython's (Py*, _Py*, PY_TIMEOUT_MAX)"
 for policy in priority classic; do
     step "shared libpython: smoke test, PYTHON_RUST_GIL=$policy"

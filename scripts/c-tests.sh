@@ -51,8 +51,8 @@ got=$(readelf -d "$real" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
 syms=$(nm -D --defined-only "$real") || die "nm failed on $real"
 [ -n "$syms" ] || die "nm found no exported symbol in $real"
 others=$(awk '{print $3}' <<<"$syms" | grep -v '^gil_' || [ $? = 1 ])
-[ -z "$others" ] || die "libgil.so exports symbols other than gil_*: $(echo "$others" | head -5 | tr '\n' ' ')"
-pkg-config --libs gil | grep -q -- '-Wl,-rpath' && die "gil.pc has an rpath by default"
+[ -z "$others" ] || die "libgil.so exports symbols other than gil_*: $(echo "$others" | sed -n 1,5p | tr '\n' ' ')"
+pkg-config --libs gil | grep -- '-Wl,-rpath' >/dev/null && die "gil.pc has an rpath by default"
 [ "$(sed -n 's/^prefix=//p' "$stage$libdir/pkgconfig/gil.pc")" = "$prefix" ] || die "gil.pc's prefix is not $prefix"
 # Libs.private is install.sh's probe (an empty crate); the real crate must
 # need no more.
@@ -84,9 +84,9 @@ GIL_TEST_SCALE=1 timeout 1200 valgrind --quiet --error-exitcode=99 --leak-check=
 step "embedding example: build against the installed library, both ways"
 make -s -C examples clean all PKG=gil
 make -s -C examples all PKG=gil-static OUT=tiny-interp-static
-readelf -d examples/tiny-interp | grep -q "NEEDED.*\[libgil.so.$abi\]" || die "tiny-interp does not need libgil.so.$abi"
-readelf -d examples/tiny-interp | grep -Eq "RPATH|RUNPATH" && die "tiny-interp has an rpath"
-readelf -d examples/tiny-interp-static | grep -q "libgil" && die "tiny-interp-static needs a shared libgil"
+readelf -d examples/tiny-interp | grep "NEEDED.*\[libgil.so.$abi\]" >/dev/null || die "tiny-interp does not need libgil.so.$abi"
+readelf -d examples/tiny-interp | grep -E "RPATH|RUNPATH" >/dev/null && die "tiny-interp has an rpath"
+readelf -d examples/tiny-interp-static | grep "libgil" >/dev/null && die "tiny-interp-static needs a shared libgil"
 # Linked statically with --export-dynamic (as CPython links python), the
 # program exports its own symbols but none of the Rust runtime's.
 # shellcheck disable=SC2046
@@ -94,7 +94,7 @@ cc "${CFLAGS[@]}" -Wl,--export-dynamic "$src" -o "$out/test_gil_static_export" $
 syms=$(nm -D --defined-only "$out/test_gil_static_export") || die "nm failed on test_gil_static_export"
 grep -q ' main$' <<<"$syms" || die "test_gil_static_export exports no main: not linked with --export-dynamic?"
 leaked=$(awk '{print $3}' <<<"$syms" | grep -E '^(_ZN|_R|rust_|__rust)' || [ $? = 1 ])
-[ -z "$leaked" ] || die "a static link exports Rust symbols: $(echo "$leaked" | head -3 | tr '\n' ' ')"
+[ -z "$leaked" ] || die "a static link exports Rust symbols: $(echo "$leaked" | sed -n 1,3p | tr '\n' ' ')"
 examples/tiny-interp --policy classic --max-cpu 1 --seconds 0.3
 examples/tiny-interp-static --policy classic --max-cpu 0 --seconds 0.2
 if examples/tiny-interp --policy no-such-policy >/dev/null 2>&1; then

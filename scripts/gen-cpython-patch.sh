@@ -69,7 +69,7 @@ for patch in cpython/patches/python-3.*-rust-gil.patch; do
     generate "$patch" >"$out"
     if [ "${1:-}" = "--check" ]; then
         if ! diff -q "$patch" "$out" >/dev/null; then
-            diff -u "$patch" "$out" | head -n 40 >&2
+            diff -u "$patch" "$out" | sed -n 1,40p >&2
             echo "gen-cpython-patch: $patch is stale; run scripts/gen-cpython-patch.sh and commit it." >&2
             status=1
         else

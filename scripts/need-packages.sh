@@ -8,7 +8,7 @@ who=$1
 shift
 missing=()
 for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep 'install ok installed' >/dev/null || missing+=("$pkg")
 done
 [ ${#missing[@]} -gt 0 ] || exit 0
 if [ "$(id -u)" != 0 ]; then

@@ -16,6 +16,9 @@ command -v cargo >/dev/null || die "cargo not found: install Rust (rustup) first
 cargo clippy --version >/dev/null 2>&1 || die "clippy missing: run 'rustup component add clippy'."
 cargo fmt --version >/dev/null 2>&1 || die "rustfmt missing: run 'rustup component add rustfmt'."
 
+step "scripts: no pipe into a reader that exits early (pipefail + SIGPIPE)"
+bash scripts/check-scripts.sh
+
 step "build (all targets)"
 cargo build --workspace --all-targets --locked
 

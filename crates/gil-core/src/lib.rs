@@ -126,6 +126,7 @@
 //! loom's and `tests/loom.rs` explores every interleaving of the protocol.
 
 pub mod accounting;
+pub mod cancel;
 mod class;
 mod config;
 mod error;
@@ -140,6 +141,7 @@ mod token;
 pub mod trace;
 
 pub use accounting::ThreadStats;
+pub use cancel::NoCancel;
 pub use config::{
     DropRequestCallback, GilConfig, Policy, Settings, UnknownPolicy, UnknownPreset, DEFAULT_LAZY_RELEASE_US,
     DEFAULT_SWITCH_INTERVAL_US, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, SERVER_LAPS,

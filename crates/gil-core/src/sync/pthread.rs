@@ -12,6 +12,7 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, A
 pub(crate) use std::thread_local;
 
 use super::Clocked;
+use crate::cancel::NoCancel;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
@@ -153,61 +154,6 @@ impl Condvar {
     pub(crate) fn notify_all(&self) {
         // SAFETY: as in `notify_one`.
         unsafe { libc::pthread_cond_broadcast(self.raw.get()) };
-    }
-}
-
-/// Keeps the calling thread from being cancelled (`pthread_cancel`) while
-/// it exists. `pthread_cond_wait` and `pthread_cond_timedwait` are
-/// cancellation points, and a cancellation there would unwind through the
-/// lock's frames with its mutex held and the waiting room half updated
-/// (glibc's forced unwind then aborts: "FATAL: exception not rethrown").
-/// With it, waiting for the lock is no cancellation point for a thread with
-/// deferred cancellation (the default), like `pthread_mutex_lock`: the
-/// request is acted on at the thread's next cancellation point outside the
-/// lock. A thread with *asynchronous* cancellation may be cancelled
-/// anywhere, and when this guard re-enables cancellation; such a host must
-/// switch to deferred around calls on the lock (MicroPython's unix port
-/// does; see micropython/shim). Linux only (glibc, musl): Android has no
-/// cancellation, and elsewhere the guard does nothing.
-struct NoCancel {
-    #[cfg(target_os = "linux")]
-    old: libc::c_int,
-}
-
-#[cfg(target_os = "linux")]
-mod cancel {
-    // glibc, musl and uClibc (<pthread.h>); the libc crate does not declare
-    // these for Linux.
-    pub(super) const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
-    extern "C" {
-        pub(super) fn pthread_setcancelstate(state: libc::c_int, oldstate: *mut libc::c_int) -> libc::c_int;
-    }
-}
-
-impl NoCancel {
-    #[cfg(target_os = "linux")]
-    fn new() -> Self {
-        let mut old = cancel::PTHREAD_CANCEL_DISABLE;
-        // SAFETY: `old` is valid for writing; the call only changes this
-        // thread's cancelability state.
-        unsafe { cancel::pthread_setcancelstate(cancel::PTHREAD_CANCEL_DISABLE, &mut old) };
-        NoCancel { old }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn new() -> Self {
-        NoCancel {}
-    }
-}
-
-impl Drop for NoCancel {
-    fn drop(&mut self) {
-        #[cfg(target_os = "linux")]
-        // SAFETY: restores the state saved by `new` on this same thread (a
-        // `NoCancel` never leaves the stack frame that made it).
-        unsafe {
-            cancel::pthread_setcancelstate(self.old, std::ptr::null_mut())
-        };
     }
 }
 

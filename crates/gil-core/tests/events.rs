@@ -261,7 +261,11 @@ fn two_hooks_both_see_every_event_and_a_mask_filters() {
     // Events of two threads may reach two hooks interleaved differently
     // (thread A gives an event to the first hook, B gives one to both, A
     // then to the second).
-    assert_eq!(sorted(&all), sorted(&replaceable), "both all-event hooks saw the same events");
+    assert_eq!(
+        sorted(&all),
+        sorted(&replaceable),
+        "both all-event hooks saw the same events"
+    );
     for t in [tok(1), tok(2)] {
         assert_eq!(
             made_by(&all, t),

@@ -733,34 +733,41 @@ fn priority_a_starved_cpu_thread_gets_a_slice() {
 /// The starvation bound is the CPU class's, not each thread's: two
 /// CPU-bound threads beside the same I/O flood take turns at the slices
 /// one of them gets alone. Each is served several times (in turn, neither
-/// starves), and the starvation promotions per second, one per slice, stay
-/// those of one thread: timed per thread they double (2.1x measured), and
-/// so does what the CPU-bound threads take from the I/O-class ones.
-/// Asserted as a ratio of two runs on the same machine, with a margin:
-/// under 1.5x. A loaded machine moves one run against the other (1.55x
-/// seen once beside a build), so the pair is tried up to three times.
+/// starves), and the starvation promotions, one per slice, are at least a
+/// bound apart, as for one thread: at most `elapsed / bound + 1` of them.
+/// Timed per thread, each thread's bound runs on its own and the two
+/// together are promoted up to twice as often.
+///
+/// Asserted as that ceiling, which a loaded machine can only move away
+/// from (a descheduled thread is promoted later, never sooner). A ratio
+/// of two runs (two threads against one) is not robust: on a busy machine
+/// each cycle of one thread alone carries its own scheduling delays, which
+/// a second thread overlaps, and correct runs measured 1.6-1.8x beside a
+/// build. Where the bound runs from is checked exactly by policy.rs's
+/// `the_starvation_bound_runs_from_the_cpu_class_last_turn`.
 #[test]
 fn priority_cpu_threads_share_one_starvation_bound() {
     let _serial = one_at_a_time();
     for preset in ["priority", "priority-monitor"] {
-        let mut seen = Vec::new();
-        let shared = (0..3).any(|_| {
-            let one = cpu_threads_beside_io_flood(preset, 1);
-            let two = cpu_threads_beside_io_flood(preset, 2);
-            assert!(
-                two.served.iter().all(|&n| n >= 3),
-                "{preset}: a CPU-bound thread was not served in turn: {:?}",
-                two.served
-            );
-            seen.push((one.promotions_per_s, two.promotions_per_s));
-            one.promotions_per_s > 0.0 && two.promotions_per_s < 1.5 * one.promotions_per_s
-        });
+        let two = cpu_threads_beside_io_flood(preset, 2);
         assert!(
-            shared,
-            "{preset}: starvation promotions per second, (one CPU-bound thread, two), each try: {seen:.1?}"
+            two.served.iter().all(|&n| n >= 3),
+            "{preset}: a CPU-bound thread was not served in turn: {:?}",
+            two.served
+        );
+        let bound = Duration::from_micros(FLOOD_INTERVAL_US * gil_core::STARVATION_INTERVALS);
+        let ceiling = (two.elapsed.as_nanos() / bound.as_nanos()) as u64 + 1;
+        assert!(
+            two.promotions <= ceiling,
+            "{preset}: {} starvation promotions in {:?}, more than one per bound ({ceiling})",
+            two.promotions,
+            two.elapsed
         );
     }
 }
+
+/// The switch interval of [`cpu_threads_beside_io_flood`].
+const FLOOD_INTERVAL_US: u64 = 1_000;
 
 /// What `n` CPU-bound threads got beside an I/O flood in 0.5 s.
 struct CpuRun {
@@ -768,11 +775,14 @@ struct CpuRun {
     share: f64,
     /// How often each of them took the lock.
     served: Vec<u64>,
-    promotions_per_s: f64,
+    /// Starvation promotions during the run.
+    promotions: u64,
+    /// How long the run took.
+    elapsed: Duration,
 }
 
 fn cpu_threads_beside_io_flood(preset: &str, n: usize) -> CpuRun {
-    const INTERVAL_US: u64 = 1_000;
+    const INTERVAL_US: u64 = FLOOD_INTERVAL_US;
     const RUN: Duration = Duration::from_millis(500);
     let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap().switch_interval_us(INTERVAL_US)).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
@@ -800,7 +810,7 @@ fn cpu_threads_beside_io_flood(preset: &str, n: usize) -> CpuRun {
         })
         .collect();
     let results: Vec<_> = cpus.into_iter().map(|h| h.join().unwrap()).collect();
-    let elapsed = start.elapsed().as_secs_f64();
+    let elapsed = start.elapsed();
     let promotions = gil.counters().starvation_promotions;
     stop.store(true, Ordering::Relaxed);
     for h in flood {
@@ -808,9 +818,10 @@ fn cpu_threads_beside_io_flood(preset: &str, n: usize) -> CpuRun {
     }
     let held: Duration = results.iter().map(|r| r.0).sum();
     CpuRun {
-        share: held.as_secs_f64() / elapsed,
+        share: held.as_secs_f64() / elapsed.as_secs_f64(),
         served: results.iter().map(|r| r.1).collect(),
-        promotions_per_s: promotions as f64 / elapsed,
+        promotions,
+        elapsed,
     }
 }
 

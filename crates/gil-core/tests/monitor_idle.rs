@@ -56,8 +56,18 @@ fn an_idle_monitor_neither_wakes_up_nor_stays() {
     contend(&gil);
     assert!(monitor_wakeups() > 0, "the monitor kept the time");
     // Its last look finds no waiter (within one interval), then it sleeps.
-    thread::sleep(Duration::from_millis(100));
-    let idle_from = monitor_wakeups();
+    // On a busy machine that look may come late: wait until the count has
+    // stood still for 200 ms (a monitor that kept waking up would never
+    // get there, and the check below says so).
+    let mut idle_from = monitor_wakeups();
+    for _ in 0..150 {
+        thread::sleep(Duration::from_millis(200));
+        let now = monitor_wakeups();
+        if now == idle_from {
+            break;
+        }
+        idle_from = now;
+    }
     // The lock is still used, without contention.
     for _ in 0..1000 {
         gil.acquire(tok(3)).unwrap();

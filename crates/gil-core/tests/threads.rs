@@ -172,14 +172,17 @@ fn no_drop_request_without_a_waiter() {
     gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
 }
 
-/// Interval I = 200 ms. Waiters B and C start waiting at t=0 under A; A
-/// lets go at 0.8 I and B (or C) takes over, holding 0.6 I. The waiters'
-/// first timeout (t = I) comes after that switch, so it must not raise a
+/// Interval I = 1 s. Waiters B and C start waiting at t=0 under A; A lets
+/// go at 0.5 I and B (or C) takes over, holding 0.75 I. The waiters' first
+/// timeout (t = I) comes after that switch, so it must not raise a
 /// request; a lock that asked on every timeout would ask the new holder at
-/// t = I, only 0.2 I into its turn.
+/// t = I, half way into its turn. The next timeout is an interval later
+/// (1.5 I from the switch at the earliest), after B's turn. Each margin is
+/// a quarter of a second or more, so a loaded machine that wakes a sleeper
+/// late does not turn the outcome.
 #[test]
 fn a_switch_restarts_the_waiters_interval() {
-    const I_MS: u64 = 200;
+    const I_MS: u64 = 1_000;
     let requests = Arc::new(AtomicUsize::new(0));
     let gil = {
         let requests = requests.clone();
@@ -200,14 +203,14 @@ fn a_switch_restarts_the_waiters_interval() {
             let gil = gil.clone();
             thread::spawn(move || {
                 gil.acquire(tok(n)).unwrap();
-                thread::sleep(Duration::from_millis(I_MS * 6 / 10));
+                thread::sleep(Duration::from_millis(I_MS * 3 / 4));
                 let asked = gil.drop_requested();
                 gil.release(tok(n), ReleaseReason::Final).unwrap();
                 asked
             })
         })
         .collect();
-    thread::sleep(Duration::from_millis(I_MS * 8 / 10));
+    thread::sleep(Duration::from_millis(I_MS / 2));
     gil.release(tok(1), ReleaseReason::Final).unwrap();
     for w in waiters {
         assert!(

@@ -205,3 +205,105 @@ fn a_trace_session_writes_its_file_and_refuses_unknown_formats() {
     assert!(text.contains("\"traceEvents\""));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Acquires and releases `n` once on `gil` (an uncontended lock: no wait).
+fn hold(gil: &Gil, n: usize, reason: ReleaseReason) {
+    gil.acquire(tok(n)).unwrap();
+    gil.release(tok(n), reason).unwrap();
+}
+
+/// Names `count` times one token that uses the lock, and `count` tokens
+/// that never do, with short lives of others in between, on `tracer`;
+/// returns the most names it held at once, and the trace.
+fn name_many_times(tracer: &Arc<Tracer>, count: usize) -> (usize, Trace) {
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    gil.set_event_hook(Some(tracer.hook())).unwrap();
+    let mut most = 0;
+    for i in 0..count {
+        // One token renamed again and again, in one life.
+        tracer.name_thread(tok(1), if i % 2 == 0 { "even" } else { "odd" });
+        // Tokens named once, none of which uses the lock.
+        tracer.name_thread(tok(10_000_000 + i), "never seen");
+        if i % 100 == 0 {
+            hold(&gil, 1, ReleaseReason::Voluntary);
+            tracer.name_thread(tok(2 + i % 5000), "short");
+            hold(&gil, 2 + i % 5000, ReleaseReason::Final);
+        }
+        most = most.max(tracer.names_kept());
+    }
+    gil.set_event_hook(None).unwrap();
+    (most, tracer.finish())
+}
+
+#[test]
+fn a_ring_keeps_names_bounded_by_its_events_however_many_are_given() {
+    const MAX: usize = 1000;
+    let (most, trace) = name_many_times(&Tracer::new_ring(MAX), 1_000_000);
+    assert!(most <= 2 * MAX, "{most} names kept");
+    assert!(trace.names.values().map(Vec::len).sum::<usize>() <= 2 * MAX);
+    // The renamed token's events are in the ring: its latest name.
+    let rows = trace.rows();
+    let one = rows.iter().find(|r| r.token == tok(1)).expect("token 1 ran lately");
+    assert_eq!(one.name, "odd");
+}
+
+#[test]
+fn a_full_tracer_keeps_names_bounded_by_its_events_too() {
+    const MAX: usize = 1000;
+    let (most, trace) = name_many_times(&Tracer::new(MAX), 100_000);
+    assert!(trace.dropped > 0, "the tracer filled up");
+    assert!(most <= 2 * MAX, "{most} names kept");
+    // Token 1 ran at the start, kept: its latest name.
+    assert_eq!(trace.rows()[0].token, tok(1));
+    assert_eq!(trace.rows()[0].name, "odd");
+}
+
+#[test]
+fn a_ring_shows_the_names_of_the_lives_it_kept_after_many_other_names() {
+    const MAX: usize = 64;
+    let tracer = Tracer::new_ring(MAX);
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    gil.set_event_hook(Some(tracer.hook())).unwrap();
+    let spam = |from: usize| {
+        for i in 0..10 * MAX {
+            tracer.name_thread(tok(1_000_000 + from + i), "never seen");
+        }
+    };
+    // Named before its first event, which the ring keeps.
+    tracer.name_thread(tok(1), "named early");
+    gil.acquire(tok(1)).unwrap();
+    spam(0);
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    // Two lives of one token, each named late: the first after it ended
+    // (by when it began), the second now.
+    gil.acquire(tok(2)).unwrap();
+    let first_life = gil_core::now_ns();
+    gil.release(tok(2), ReleaseReason::Final).unwrap();
+    hold(&gil, 2, ReleaseReason::Final);
+    spam(100_000);
+    tracer.name_thread_at(tok(2), first_life, "first life");
+    spam(200_000);
+    tracer.name_thread(tok(2), "second life");
+    // Renamed many times among other names: the last rename shows.
+    gil.acquire(tok(3)).unwrap();
+    for k in 0..1000 {
+        tracer.name_thread(tok(3), format!("rename {k}"));
+        tracer.name_thread(tok(2_000_000 + k), "never seen");
+    }
+    gil.release(tok(3), ReleaseReason::Voluntary).unwrap();
+    spam(300_000);
+    assert!(tracer.names_kept() <= 2 * MAX);
+    gil.set_event_hook(None).unwrap();
+    let trace = tracer.finish();
+    assert_eq!(trace.dropped, 0, "the ring kept every event of the test");
+    let names: Vec<(usize, String)> = trace.rows().into_iter().map(|r| (r.token.get(), r.name)).collect();
+    assert_eq!(
+        names,
+        [
+            (1, "named early".to_string()),
+            (2, "first life".to_string()),
+            (2, "second life".to_string()),
+            (3, "rename 999".to_string()),
+        ]
+    );
+}

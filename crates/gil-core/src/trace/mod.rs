@@ -70,7 +70,10 @@ struct Recording {
     truncated_at_ns: Option<u64>,
     /// In a ring: the latest time of an overwritten event.
     overwritten_until_ns: Option<u64>,
+    /// Names given, each token's in time order (the order they apply in).
     names: HashMap<Token, Vec<(u64, String)>>,
+    /// How many names `names` holds: at most [`Tracer::names_bound`].
+    name_count: usize,
     title: Option<String>,
 }
 
@@ -152,12 +155,37 @@ impl Tracer {
     /// [`now_ns`] nanoseconds), e.g. a thread that has ended since, whose
     /// token may be in a new life now: the latest life begun by then, or
     /// the first if none had. A later name for the same life wins.
+    ///
+    /// The names kept are bounded by the events kept ([`Tracer::names_kept`]
+    /// stays at most twice [`Tracer::max_events`], however many tokens are
+    /// named or renamed): past that, the tracer keeps the latest name of
+    /// each life its kept events show, and for tokens none of them refers
+    /// to (not seen yet, or whose events a ring overwrote) the latest name
+    /// of each, the most recently given first, up to `max_events` in all.
     pub fn name_thread_at(&self, token: Token, at_ns: u64, name: impl Into<String>) {
         let mut rec = self.lock();
         let names = rec.names.entry(token).or_default();
         // Kept in time order: names are applied in that order.
         let i = names.partition_point(|(t, _)| *t <= at_ns);
         names.insert(i, (at_ns, name.into()));
+        rec.name_count += 1;
+        if rec.name_count > self.names_bound() {
+            // Amortised O(1) a name: a compaction costs O(max_events) and
+            // leaves room for at least max_events more.
+            rec.compact_names(self.max_events);
+        }
+    }
+
+    /// How many names the tracer holds (every call of
+    /// [`Tracer::name_thread_at`] adds one, until it drops those the trace
+    /// would not show: see there). At most twice [`Tracer::max_events`].
+    pub fn names_kept(&self) -> usize {
+        self.lock().name_count
+    }
+
+    /// The most names kept before the ones the trace would not show go.
+    fn names_bound(&self) -> usize {
+        self.max_events.saturating_mul(2)
     }
 
     /// A title for the pictures (e.g. the policy and the workload).
@@ -219,6 +247,78 @@ impl Tracer {
         // A panic while holding this mutex leaves a Vec in a valid state.
         self.buf.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+impl Recording {
+    /// Drops the names a trace finished now would not show (a later name
+    /// given to the same life of a token replaces an earlier one), then, if
+    /// more than `keep` are left, those of tokens no kept event refers to,
+    /// the least recently given first. The lives of the tokens with kept
+    /// events are never more than the events, at most `keep`.
+    fn compact_names(&mut self, keep: usize) {
+        let mut events: Vec<&Event> = self
+            .events
+            .iter()
+            .filter(|e| self.names.contains_key(&e.token))
+            .collect();
+        // As `Tracer::finish` orders them (a stable sort).
+        events.sort_by_key(|e| e.time_ns);
+        // Each named token's lives, as `Trace::timeline` splits rows: a new
+        // one at the token's first event, and at its first after a final
+        // release. (The value: when each began, and whether the last ended.)
+        let mut lives: HashMap<Token, (Vec<u64>, bool)> = HashMap::new();
+        for e in events {
+            let (starts, ended) = lives.entry(e.token).or_insert((Vec::new(), true));
+            if *ended {
+                starts.push(e.time_ns);
+                *ended = false;
+            }
+            if e.kind == EventKind::Released(ReleaseReason::Final) {
+                *ended = true;
+            }
+        }
+        let mut kept = 0;
+        let mut unseen: Vec<(u64, Token)> = Vec::new();
+        for (token, names) in &mut self.names {
+            match lives.get(token) {
+                Some((starts, _)) => {
+                    // Names are in time order, so each life's are adjacent:
+                    // keep the last of each run.
+                    let life: Vec<usize> = names.iter().map(|(at, _)| life_at(starts, *at)).collect();
+                    let mut i = 0;
+                    names.retain(|_| {
+                        i += 1;
+                        life.get(i) != Some(&life[i - 1])
+                    });
+                    kept += names.len();
+                }
+                None => {
+                    // All would go to the token's first life: the last wins.
+                    names.drain(..names.len().saturating_sub(1));
+                    if let Some((at, _)) = names.last() {
+                        unseen.push((*at, *token));
+                    }
+                }
+            }
+        }
+        let room = keep.saturating_sub(kept);
+        if unseen.len() > room {
+            unseen.sort_unstable_by(|a, b| b.cmp(a));
+            for (_, token) in &unseen[room..] {
+                self.names.remove(token);
+            }
+            unseen.truncate(room);
+        }
+        self.names.retain(|_, names| !names.is_empty());
+        self.name_count = kept + unseen.len();
+    }
+}
+
+/// Which of a token's lives, begun at `starts` (in order of their rows), a
+/// name given at `at_ns` goes to: the latest begun by then, or the first if
+/// none had.
+fn life_at(starts: &[u64], at_ns: u64) -> usize {
+    starts.iter().rposition(|&s| s <= at_ns).unwrap_or(0)
 }
 
 impl fmt::Debug for Tracer {
@@ -451,15 +551,15 @@ impl Trace {
         }
         // Names: each to the life of its token that had begun when it was
         // given (the latest such), or to the first life if none had.
+        let mut lives: HashMap<Token, Vec<usize>> = HashMap::new();
+        for (i, b) in rows.iter().enumerate() {
+            lives.entry(b.row.token).or_default().push(i);
+        }
         for (token, names) in &self.names {
+            let Some(lives) = lives.get(token) else { continue };
+            let starts: Vec<u64> = lives.iter().map(|&i| rows[i].first_ns).collect();
             for (at, name) in names {
-                let begun = rows
-                    .iter()
-                    .rposition(|b| b.row.token == *token && b.first_ns <= *at)
-                    .or_else(|| rows.iter().position(|b| b.row.token == *token));
-                if let Some(i) = begun {
-                    rows[i].row.name = name.clone();
-                }
+                rows[lives[life_at(&starts, *at)]].row.name = name.clone();
             }
         }
         Timeline {

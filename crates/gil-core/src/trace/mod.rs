@@ -34,14 +34,14 @@
 //! ```
 
 mod chrome;
+mod file;
 mod summary;
 mod svg;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::events::{now_ns, Event, EventHook, EventKind};
@@ -589,14 +589,21 @@ impl Trace {
         svg::write(self, out)
     }
 
-    /// Writes the trace to `path` in `format` (see [`TraceFormat::from_path`]).
+    /// Writes the trace to `path` in `format` (see [`TraceFormat::from_path`]),
+    /// whole: into a new file beside it (`.NAME.*.tmp`), renamed over `path`
+    /// once complete, so `path` never holds part of a trace, also when
+    /// another trace is written to it at the same time (the last renamed
+    /// stays). On an error `path` is left as it was. A pending deferred
+    /// `pthread_cancel` is not acted on inside (see [`crate::cancel`]).
     pub fn write_to(&self, path: &Path, format: TraceFormat) -> io::Result<()> {
-        let mut out = BufWriter::new(File::create(path)?);
+        file::write_whole(path, |out| self.write_as(out, format))
+    }
+
+    fn write_as(&self, out: &mut dyn Write, format: TraceFormat) -> io::Result<()> {
         match format {
-            TraceFormat::ChromeJson => self.write_chrome_json(&mut out)?,
-            TraceFormat::Svg => self.write_svg(&mut out)?,
+            TraceFormat::ChromeJson => self.write_chrome_json(out),
+            TraceFormat::Svg => self.write_svg(out),
         }
-        out.flush()
     }
 
     /// Each row's totals, in the order and with the names of
@@ -620,14 +627,17 @@ impl Trace {
     }
 }
 
-/// A trace recorded into a file chosen when it starts: the file is created
-/// (or emptied) at once, so a path that cannot be written fails then, not
-/// when the trace ends. What the C ABI's `gil_trace_start` and
-/// `gil_trace_stop` (and so CPython's `_rustgil.trace_start`) run on.
+/// A trace recorded into a file chosen when it starts: the path is checked
+/// at once (opened for writing, created empty if missing; an existing file
+/// is left as it is until the trace is written), so a path that cannot be
+/// written fails then, not when the trace ends. The trace is written whole
+/// ([`Trace::write_to`]): two sessions on one path never mix their traces.
+/// What the C ABI's `gil_trace_start` and `gil_trace_stop` (and so
+/// CPython's `_rustgil.trace_start`) run on.
 #[derive(Debug)]
 pub struct TraceSession {
     tracer: Arc<Tracer>,
-    file: File,
+    path: PathBuf,
     format: TraceFormat,
 }
 
@@ -655,7 +665,7 @@ impl TraceSession {
     fn open(path: &Path, max_events: usize, ring: bool) -> io::Result<TraceSession> {
         let format = TraceFormat::from_path(path)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a trace file name ends in .json or .svg"))?;
-        let file = File::create(path)?;
+        file::check_writable(path)?;
         let max = if max_events == 0 {
             Tracer::DEFAULT_MAX_EVENTS
         } else {
@@ -663,7 +673,7 @@ impl TraceSession {
         };
         Ok(TraceSession {
             tracer: Tracer::with_mode(max, ring),
-            file,
+            path: path.to_path_buf(),
             format,
         })
     }
@@ -673,19 +683,14 @@ impl TraceSession {
         &self.tracer
     }
 
-    /// Once the hook is uninstalled: writes the trace to the file and says
-    /// how many events it holds.
+    /// Once the hook is uninstalled: writes the trace to the file, whole
+    /// ([`Trace::write_to`]), and says how many events it holds.
     ///
     /// # Errors
-    /// The write's error.
+    /// The write's error (the file is then left as it was).
     pub fn finish(self) -> io::Result<usize> {
         let trace = self.tracer.finish();
-        let mut out = BufWriter::new(self.file);
-        match self.format {
-            TraceFormat::ChromeJson => trace.write_chrome_json(&mut out)?,
-            TraceFormat::Svg => trace.write_svg(&mut out)?,
-        }
-        out.flush()?;
+        trace.write_to(&self.path, self.format)?;
         Ok(trace.events.len())
     }
 

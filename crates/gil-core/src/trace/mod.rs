@@ -266,7 +266,10 @@ impl Recording {
         // Each named token's lives, as `Trace::timeline` splits rows: a new
         // one at the token's first event, and at its first after a final
         // release. (The value: when each began, and whether the last ended.)
-        let mut lives: HashMap<Token, (Vec<u64>, bool)> = HashMap::new();
+        // The names' hasher, not a new one: a thread's first `RandomState`
+        // calls getrandom(), a cancellation point (see `crate::cancel`), and
+        // naming is no place for one.
+        let mut lives: HashMap<Token, (Vec<u64>, bool)> = HashMap::with_hasher(self.names.hasher().clone());
         for e in events {
             let (starts, ended) = lives.entry(e.token).or_insert((Vec::new(), true));
             if *ended {

@@ -351,7 +351,9 @@ pub struct Trace {
     pub dropped: u64,
     /// Whether it was recorded by a ring ([`Tracer::new_ring`]).
     pub ring: bool,
-    /// Names given with [`Tracer::name_thread`], with when (see there).
+    /// Names given with [`Tracer::name_thread`], with when (see there),
+    /// each token's in time order; not those the tracer dropped because
+    /// the trace would not show them ([`Tracer::name_thread_at`]).
     pub names: HashMap<Token, Vec<(u64, String)>>,
     /// The title given with [`Tracer::set_title`].
     pub title: Option<String>,

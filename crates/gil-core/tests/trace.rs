@@ -205,3 +205,225 @@ fn a_trace_session_writes_its_file_and_refuses_unknown_formats() {
     assert!(text.contains("\"traceEvents\""));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Acquires and releases `n` once on `gil` (an uncontended lock: no wait).
+fn hold(gil: &Gil, n: usize, reason: ReleaseReason) {
+    gil.acquire(tok(n)).unwrap();
+    gil.release(tok(n), reason).unwrap();
+}
+
+/// Names `count` times one token that uses the lock, and `count` tokens
+/// that never do, with short lives of others in between, on `tracer`;
+/// returns the most names it held at once, and the trace.
+fn name_many_times(tracer: &Arc<Tracer>, count: usize) -> (usize, Trace) {
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    gil.set_event_hook(Some(tracer.hook())).unwrap();
+    let mut most = 0;
+    for i in 0..count {
+        // One token renamed again and again, in one life.
+        tracer.name_thread(tok(1), if i % 2 == 0 { "even" } else { "odd" });
+        // Tokens named once, none of which uses the lock.
+        tracer.name_thread(tok(10_000_000 + i), "never seen");
+        if i % 100 == 0 {
+            hold(&gil, 1, ReleaseReason::Voluntary);
+            tracer.name_thread(tok(2 + i % 5000), "short");
+            hold(&gil, 2 + i % 5000, ReleaseReason::Final);
+        }
+        most = most.max(tracer.names_kept());
+    }
+    gil.set_event_hook(None).unwrap();
+    (most, tracer.finish())
+}
+
+#[test]
+fn a_ring_keeps_names_bounded_by_its_events_however_many_are_given() {
+    const MAX: usize = 1000;
+    let (most, trace) = name_many_times(&Tracer::new_ring(MAX), 1_000_000);
+    assert!(most <= 2 * MAX, "{most} names kept");
+    assert!(trace.names.values().map(Vec::len).sum::<usize>() <= 2 * MAX);
+    // The renamed token's events are in the ring: its latest name.
+    let rows = trace.rows();
+    let one = rows.iter().find(|r| r.token == tok(1)).expect("token 1 ran lately");
+    assert_eq!(one.name, "odd");
+}
+
+#[test]
+fn a_full_tracer_keeps_names_bounded_by_its_events_too() {
+    const MAX: usize = 1000;
+    let (most, trace) = name_many_times(&Tracer::new(MAX), 100_000);
+    assert!(trace.dropped > 0, "the tracer filled up");
+    assert!(most <= 2 * MAX, "{most} names kept");
+    // Token 1 ran at the start, kept: its latest name.
+    assert_eq!(trace.rows()[0].token, tok(1));
+    assert_eq!(trace.rows()[0].name, "odd");
+}
+
+#[test]
+fn a_ring_shows_the_names_of_the_lives_it_kept_after_many_other_names() {
+    const MAX: usize = 64;
+    let tracer = Tracer::new_ring(MAX);
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    gil.set_event_hook(Some(tracer.hook())).unwrap();
+    let spam = |from: usize| {
+        for i in 0..10 * MAX {
+            tracer.name_thread(tok(1_000_000 + from + i), "never seen");
+        }
+    };
+    // Named before its first event, which the ring keeps.
+    tracer.name_thread(tok(1), "named early");
+    gil.acquire(tok(1)).unwrap();
+    spam(0);
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    // Two lives of one token, each named late: the first after it ended
+    // (by when it began), the second now.
+    gil.acquire(tok(2)).unwrap();
+    let first_life = gil_core::now_ns();
+    gil.release(tok(2), ReleaseReason::Final).unwrap();
+    hold(&gil, 2, ReleaseReason::Final);
+    spam(100_000);
+    tracer.name_thread_at(tok(2), first_life, "first life");
+    spam(200_000);
+    tracer.name_thread(tok(2), "second life");
+    // Renamed many times among other names: the last rename shows.
+    gil.acquire(tok(3)).unwrap();
+    for k in 0..1000 {
+        tracer.name_thread(tok(3), format!("rename {k}"));
+        tracer.name_thread(tok(2_000_000 + k), "never seen");
+    }
+    gil.release(tok(3), ReleaseReason::Voluntary).unwrap();
+    spam(300_000);
+    assert!(tracer.names_kept() <= 2 * MAX);
+    gil.set_event_hook(None).unwrap();
+    let trace = tracer.finish();
+    assert_eq!(trace.dropped, 0, "the ring kept every event of the test");
+    let names: Vec<(usize, String)> = trace.rows().into_iter().map(|r| (r.token.get(), r.name)).collect();
+    assert_eq!(
+        names,
+        [
+            (1, "named early".to_string()),
+            (2, "first life".to_string()),
+            (2, "second life".to_string()),
+            (3, "rename 999".to_string()),
+        ]
+    );
+}
+
+/// A fresh directory for one test's files.
+fn test_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gil-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A session on `path` titled `title` with `events` events recorded.
+fn session_with(path: &std::path::Path, title: &str, events: usize) -> gil_core::trace::TraceSession {
+    let session = gil_core::trace::TraceSession::create(path, 0).unwrap();
+    session.tracer().set_title(title);
+    for i in 0..events {
+        let kind = if i % 2 == 0 {
+            EventKind::Acquired
+        } else {
+            EventKind::Released(ReleaseReason::Voluntary)
+        };
+        session
+            .tracer()
+            .record(&gil_core::Event::now(kind, tok(1 + i % 7), None));
+    }
+    session
+}
+
+/// The title of the one whole trace in `path`; panics if the file is not
+/// exactly one whole trace of its format.
+fn whole_trace_title(path: &std::path::Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    match TraceFormat::from_path(path).unwrap() {
+        TraceFormat::ChromeJson => {
+            let doc: serde_json::Value = serde_json::from_slice(&bytes)
+                .unwrap_or_else(|e| panic!("not one whole JSON trace ({} bytes): {e}", bytes.len()));
+            doc["otherData"]["title"].as_str().unwrap().to_string()
+        }
+        TraceFormat::Svg => {
+            let text = String::from_utf8(bytes).expect("UTF-8");
+            let doc = roxmltree::Document::parse(&text)
+                .unwrap_or_else(|e| panic!("not one whole SVG trace ({} bytes): {e}", text.len()));
+            let title = doc.descendants().find(|n| n.has_tag_name("text")).expect("a title");
+            title.text().unwrap().to_string()
+        }
+    }
+}
+
+/// Files in `dir` other than `keep`: temporary files left behind.
+fn leftovers(dir: &std::path::Path, keep: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != keep)
+        .collect()
+}
+
+#[test]
+fn a_trace_started_on_a_path_being_traced_never_mixes_into_its_file() {
+    let dir = test_dir("same-path");
+    for name in ["t.json", "t.svg"] {
+        let path = dir.join(name);
+        let long = session_with(&path, "long", 20_000);
+        // A second trace on the same path, started while the first runs
+        // (before: it emptied the file the first one was to write).
+        let short = session_with(&path, "short", 4);
+        long.finish().unwrap();
+        assert_eq!(whole_trace_title(&path), "long", "{name}");
+        // Before: written from the start of a file holding the long
+        // trace, over its beginning only.
+        short.finish().unwrap();
+        assert_eq!(whole_trace_title(&path), "short", "{name}");
+        assert_eq!(leftovers(&dir, name), Vec::<String>::new());
+        std::fs::remove_file(&path).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_trace_started_while_another_is_written_to_its_path_leaves_one_whole_trace() {
+    let dir = test_dir("racing-path");
+    let path = dir.join("t.json");
+    for _ in 0..5 {
+        let long = session_with(&path, "long", 20_000);
+        let writer = thread::spawn(move || long.finish().unwrap());
+        // Once the long trace is being written (into the file, or into a
+        // temporary one beside it), a short one is started on the path and
+        // written too, while the long one may still be.
+        let writing = || {
+            std::fs::metadata(&path).is_ok_and(|m| m.len() > 0)
+                || leftovers(&dir, "t.json").iter().any(|n| n.ends_with(".tmp"))
+        };
+        while !writer.is_finished() && !writing() {
+            thread::yield_now();
+        }
+        session_with(&path, "short", 4).finish().unwrap();
+        assert_eq!(writer.join().unwrap(), 20_000);
+        let title = whole_trace_title(&path);
+        assert!(title == "long" || title == "short", "{title}");
+        assert_eq!(leftovers(&dir, "t.json"), Vec::<String>::new());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_trace_file_that_cannot_be_written_fails_at_the_start_and_an_old_one_stays_until_the_end() {
+    use gil_core::trace::TraceSession;
+    let dir = test_dir("unwritable");
+    // A directory where the file should be: refused at the start.
+    let taken = dir.join("taken.json");
+    std::fs::create_dir(&taken).unwrap();
+    assert!(TraceSession::create(&taken, 0).is_err());
+    // An existing file is left as it is until the trace is written.
+    let path = dir.join("t.json");
+    std::fs::write(&path, "before").unwrap();
+    let session = session_with(&path, "after", 10);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "before");
+    // A directory gone by the end: the write fails, nothing is left.
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(session.finish().is_err());
+    assert!(!dir.exists());
+}

@@ -1,19 +1,26 @@
 //! Traces written to a file (`gil_trace_*`).
 
 use super::*;
+use gil_core::NoCancel;
 
 /// Starts recording the lock's events, for a timeline written to `path`
 /// by `gil_trace_stop`. The format follows the file name: `.json` for
 /// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
-/// anything else is `GIL_ERR_INVALID_ARGUMENT`. The file is created (or
-/// emptied) now, so a path that cannot be written fails here with
-/// `GIL_ERR_IO`, not at the end. `title` (may be NULL; not UTF-8 is shown
-/// with replacement characters) heads the picture.
+/// anything else is `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
+/// so a path that cannot be written fails here with `GIL_ERR_IO`, not at
+/// the end: it is opened for writing (created empty if missing; an
+/// existing file is left as it is until `gil_trace_stop` replaces it) and
+/// a file is created and removed beside it. `title` (may be NULL; not
+/// UTF-8 is shown with replacement characters) heads the picture.
 /// At most `max_events` events are kept (0: about a million); a trace that
-/// fills up ends at the first event that did not fit. The trace is an
+/// fills up ends at the first event that did not fit. Names given to rows
+/// are bounded too (at most twice `max_events` are kept). The trace is an
 /// event hook of its own: event hooks added by the host keep running
 /// beside it. `GIL_ERR_BUSY` if a trace is already running on the lock.
 /// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
+/// The call runs with cancellation disabled (it opens and writes files): a
+/// pending deferred `pthread_cancel` is acted on at the thread's next
+/// cancellation point after it.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `path` is NULL or a NUL-terminated string;
@@ -31,7 +38,10 @@ pub unsafe extern "C" fn gil_trace_start(
 
 /// `gil_trace_start` flag: keep the last `max_events` events instead of
 /// stopping when full (a ring buffer); the trace then starts at the oldest
-/// event kept and ends when it is stopped.
+/// event kept and ends when it is stopped. Its memory stays bounded however
+/// long it runs and however many threads it names: names of rows none of
+/// the kept events refers to are dropped (the newest kept), and a new name
+/// for a thread's life replaces the one before.
 pub const GIL_TRACE_RING: u32 = 1;
 
 /// `gil_trace_start` with `flags`: 0, or `GIL_TRACE_RING`. Other bits are
@@ -48,6 +58,9 @@ pub unsafe extern "C" fn gil_trace_start_ex(
     flags: u32,
 ) -> gil_result_t {
     guard_result(|| {
+        // Its file I/O, and a thread's first getrandom() (a HashMap's
+        // keys), are cancellation points: see gil_core::cancel.
+        let _no_cancel = NoCancel::new();
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
         if flags & !GIL_TRACE_RING != 0 {
@@ -95,7 +108,8 @@ pub unsafe extern "C" fn gil_trace_start_ex(
 /// (0x...)`); bytes that are not UTF-8 show as replacement characters. If
 /// the token made its final release and came back, the name goes to the
 /// life it is in now. `GIL_ERR_NOT_TRACING` without a running trace;
-/// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
+/// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread;
+/// runs with cancellation disabled, as `gil_trace_start`.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `name` is NULL or a NUL-terminated string.
@@ -106,6 +120,9 @@ pub unsafe extern "C" fn gil_trace_name_thread(
     name: *const c_char,
 ) -> gil_result_t {
     guard_result(|| {
+        // A thread's first getrandom() (a HashMap's keys) would be a
+        // cancellation point: see gil_core::cancel.
+        let _no_cancel = NoCancel::new();
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
         let token = self::token(token)?;
@@ -123,16 +140,28 @@ pub unsafe extern "C" fn gil_trace_name_thread(
 }
 
 /// Stops the running trace and writes it to the file given to
-/// `gil_trace_start`. `*events_out` (if `events_out` is not NULL) = the
-/// number of events written. `GIL_ERR_NOT_TRACING` without a running trace;
-/// `GIL_ERR_IO` if writing failed (the trace is stopped either way);
+/// `gil_trace_start`, whole: into a new file beside it (`.NAME.PID.N.tmp`,
+/// same directory), renamed over the path once complete. The path holds
+/// what it held before, then one whole trace, never part of one: a trace
+/// started on the same path meanwhile (on this lock once this call has
+/// taken the trace, or on another) writes its own file the same way, and
+/// the last to finish stays. `*events_out` (if `events_out` is not NULL) =
+/// the number of events written. `GIL_ERR_NOT_TRACING` without a running
+/// trace; `GIL_ERR_IO` if writing failed (the trace is stopped either way;
+/// the path is left as it was and the temporary file removed);
 /// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
+/// The call runs with cancellation disabled (it opens and writes files): a
+/// pending deferred `pthread_cancel` is acted on at the thread's next
+/// cancellation point after it.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `events_out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gil_trace_stop(gil: *mut gil_t, events_out: *mut u64) -> gil_result_t {
     guard_result(|| {
+        // Its file I/O, and a thread's first getrandom() (a HashMap's
+        // keys), are cancellation points: see gil_core::cancel.
+        let _no_cancel = NoCancel::new();
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
         handle.check_not_in_callback()?;

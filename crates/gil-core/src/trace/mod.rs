@@ -34,14 +34,14 @@
 //! ```
 
 mod chrome;
+mod file;
 mod summary;
 mod svg;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::events::{now_ns, Event, EventHook, EventKind};
@@ -70,7 +70,10 @@ struct Recording {
     truncated_at_ns: Option<u64>,
     /// In a ring: the latest time of an overwritten event.
     overwritten_until_ns: Option<u64>,
+    /// Names given, each token's in time order (the order they apply in).
     names: HashMap<Token, Vec<(u64, String)>>,
+    /// How many names `names` holds: at most [`Tracer::names_bound`].
+    name_count: usize,
     title: Option<String>,
 }
 
@@ -152,12 +155,37 @@ impl Tracer {
     /// [`now_ns`] nanoseconds), e.g. a thread that has ended since, whose
     /// token may be in a new life now: the latest life begun by then, or
     /// the first if none had. A later name for the same life wins.
+    ///
+    /// The names kept are bounded by the events kept ([`Tracer::names_kept`]
+    /// stays at most twice [`Tracer::max_events`], however many tokens are
+    /// named or renamed): past that, the tracer keeps the latest name of
+    /// each life its kept events show, and for tokens none of them refers
+    /// to (not seen yet, or whose events a ring overwrote) the latest name
+    /// of each, the most recently given first, up to `max_events` in all.
     pub fn name_thread_at(&self, token: Token, at_ns: u64, name: impl Into<String>) {
         let mut rec = self.lock();
         let names = rec.names.entry(token).or_default();
         // Kept in time order: names are applied in that order.
         let i = names.partition_point(|(t, _)| *t <= at_ns);
         names.insert(i, (at_ns, name.into()));
+        rec.name_count += 1;
+        if rec.name_count > self.names_bound() {
+            // Amortised O(1) a name: a compaction costs O(max_events) and
+            // leaves room for at least max_events more.
+            rec.compact_names(self.max_events);
+        }
+    }
+
+    /// How many names the tracer holds (every call of
+    /// [`Tracer::name_thread_at`] adds one, until it drops those the trace
+    /// would not show: see there). At most twice [`Tracer::max_events`].
+    pub fn names_kept(&self) -> usize {
+        self.lock().name_count
+    }
+
+    /// The most names kept before the ones the trace would not show go.
+    fn names_bound(&self) -> usize {
+        self.max_events.saturating_mul(2)
     }
 
     /// A title for the pictures (e.g. the policy and the workload).
@@ -221,6 +249,81 @@ impl Tracer {
     }
 }
 
+impl Recording {
+    /// Drops the names a trace finished now would not show (a later name
+    /// given to the same life of a token replaces an earlier one), then, if
+    /// more than `keep` are left, those of tokens no kept event refers to,
+    /// the least recently given first. The lives of the tokens with kept
+    /// events are never more than the events, at most `keep`.
+    fn compact_names(&mut self, keep: usize) {
+        let mut events: Vec<&Event> = self
+            .events
+            .iter()
+            .filter(|e| self.names.contains_key(&e.token))
+            .collect();
+        // As `Tracer::finish` orders them (a stable sort).
+        events.sort_by_key(|e| e.time_ns);
+        // Each named token's lives, as `Trace::timeline` splits rows: a new
+        // one at the token's first event, and at its first after a final
+        // release. (The value: when each began, and whether the last ended.)
+        // The names' hasher, not a new one: a thread's first `RandomState`
+        // calls getrandom(), a cancellation point (see `crate::cancel`), and
+        // naming is no place for one.
+        let mut lives: HashMap<Token, (Vec<u64>, bool)> = HashMap::with_hasher(self.names.hasher().clone());
+        for e in events {
+            let (starts, ended) = lives.entry(e.token).or_insert((Vec::new(), true));
+            if *ended {
+                starts.push(e.time_ns);
+                *ended = false;
+            }
+            if e.kind == EventKind::Released(ReleaseReason::Final) {
+                *ended = true;
+            }
+        }
+        let mut kept = 0;
+        let mut unseen: Vec<(u64, Token)> = Vec::new();
+        for (token, names) in &mut self.names {
+            match lives.get(token) {
+                Some((starts, _)) => {
+                    // Names are in time order, so each life's are adjacent:
+                    // keep the last of each run.
+                    let life: Vec<usize> = names.iter().map(|(at, _)| life_at(starts, *at)).collect();
+                    let mut i = 0;
+                    names.retain(|_| {
+                        i += 1;
+                        life.get(i) != Some(&life[i - 1])
+                    });
+                    kept += names.len();
+                }
+                None => {
+                    // All would go to the token's first life: the last wins.
+                    names.drain(..names.len().saturating_sub(1));
+                    if let Some((at, _)) = names.last() {
+                        unseen.push((*at, *token));
+                    }
+                }
+            }
+        }
+        let room = keep.saturating_sub(kept);
+        if unseen.len() > room {
+            unseen.sort_unstable_by(|a, b| b.cmp(a));
+            for (_, token) in &unseen[room..] {
+                self.names.remove(token);
+            }
+            unseen.truncate(room);
+        }
+        self.names.retain(|_, names| !names.is_empty());
+        self.name_count = kept + unseen.len();
+    }
+}
+
+/// Which of a token's lives, begun at `starts` (in order of their rows), a
+/// name given at `at_ns` goes to: the latest begun by then, or the first if
+/// none had.
+fn life_at(starts: &[u64], at_ns: u64) -> usize {
+    starts.iter().rposition(|&s| s <= at_ns).unwrap_or(0)
+}
+
 impl fmt::Debug for Tracer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tracer")
@@ -248,7 +351,9 @@ pub struct Trace {
     pub dropped: u64,
     /// Whether it was recorded by a ring ([`Tracer::new_ring`]).
     pub ring: bool,
-    /// Names given with [`Tracer::name_thread`], with when (see there).
+    /// Names given with [`Tracer::name_thread`], with when (see there),
+    /// each token's in time order; not those the tracer dropped because
+    /// the trace would not show them ([`Tracer::name_thread_at`]).
     pub names: HashMap<Token, Vec<(u64, String)>>,
     /// The title given with [`Tracer::set_title`].
     pub title: Option<String>,
@@ -451,15 +556,15 @@ impl Trace {
         }
         // Names: each to the life of its token that had begun when it was
         // given (the latest such), or to the first life if none had.
+        let mut lives: HashMap<Token, Vec<usize>> = HashMap::new();
+        for (i, b) in rows.iter().enumerate() {
+            lives.entry(b.row.token).or_default().push(i);
+        }
         for (token, names) in &self.names {
+            let Some(lives) = lives.get(token) else { continue };
+            let starts: Vec<u64> = lives.iter().map(|&i| rows[i].first_ns).collect();
             for (at, name) in names {
-                let begun = rows
-                    .iter()
-                    .rposition(|b| b.row.token == *token && b.first_ns <= *at)
-                    .or_else(|| rows.iter().position(|b| b.row.token == *token));
-                if let Some(i) = begun {
-                    rows[i].row.name = name.clone();
-                }
+                rows[lives[life_at(&starts, *at)]].row.name = name.clone();
             }
         }
         Timeline {
@@ -489,14 +594,21 @@ impl Trace {
         svg::write(self, out)
     }
 
-    /// Writes the trace to `path` in `format` (see [`TraceFormat::from_path`]).
+    /// Writes the trace to `path` in `format` (see [`TraceFormat::from_path`]),
+    /// whole: into a new file beside it (`.NAME.*.tmp`), renamed over `path`
+    /// once complete, so `path` never holds part of a trace, also when
+    /// another trace is written to it at the same time (the last renamed
+    /// stays). On an error `path` is left as it was. A pending deferred
+    /// `pthread_cancel` is not acted on inside (see [`crate::cancel`]).
     pub fn write_to(&self, path: &Path, format: TraceFormat) -> io::Result<()> {
-        let mut out = BufWriter::new(File::create(path)?);
+        file::write_whole(path, |out| self.write_as(out, format))
+    }
+
+    fn write_as(&self, out: &mut dyn Write, format: TraceFormat) -> io::Result<()> {
         match format {
-            TraceFormat::ChromeJson => self.write_chrome_json(&mut out)?,
-            TraceFormat::Svg => self.write_svg(&mut out)?,
+            TraceFormat::ChromeJson => self.write_chrome_json(out),
+            TraceFormat::Svg => self.write_svg(out),
         }
-        out.flush()
     }
 
     /// Each row's totals, in the order and with the names of
@@ -520,14 +632,17 @@ impl Trace {
     }
 }
 
-/// A trace recorded into a file chosen when it starts: the file is created
-/// (or emptied) at once, so a path that cannot be written fails then, not
-/// when the trace ends. What the C ABI's `gil_trace_start` and
-/// `gil_trace_stop` (and so CPython's `_rustgil.trace_start`) run on.
+/// A trace recorded into a file chosen when it starts: the path is checked
+/// at once (opened for writing, created empty if missing; an existing file
+/// is left as it is until the trace is written), so a path that cannot be
+/// written fails then, not when the trace ends. The trace is written whole
+/// ([`Trace::write_to`]): two sessions on one path never mix their traces.
+/// What the C ABI's `gil_trace_start` and `gil_trace_stop` (and so
+/// CPython's `_rustgil.trace_start`) run on.
 #[derive(Debug)]
 pub struct TraceSession {
     tracer: Arc<Tracer>,
-    file: File,
+    path: PathBuf,
     format: TraceFormat,
 }
 
@@ -555,7 +670,7 @@ impl TraceSession {
     fn open(path: &Path, max_events: usize, ring: bool) -> io::Result<TraceSession> {
         let format = TraceFormat::from_path(path)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a trace file name ends in .json or .svg"))?;
-        let file = File::create(path)?;
+        file::check_writable(path)?;
         let max = if max_events == 0 {
             Tracer::DEFAULT_MAX_EVENTS
         } else {
@@ -563,7 +678,7 @@ impl TraceSession {
         };
         Ok(TraceSession {
             tracer: Tracer::with_mode(max, ring),
-            file,
+            path: path.to_path_buf(),
             format,
         })
     }
@@ -573,19 +688,14 @@ impl TraceSession {
         &self.tracer
     }
 
-    /// Once the hook is uninstalled: writes the trace to the file and says
-    /// how many events it holds.
+    /// Once the hook is uninstalled: writes the trace to the file, whole
+    /// ([`Trace::write_to`]), and says how many events it holds.
     ///
     /// # Errors
-    /// The write's error.
+    /// The write's error (the file is then left as it was).
     pub fn finish(self) -> io::Result<usize> {
         let trace = self.tracer.finish();
-        let mut out = BufWriter::new(self.file);
-        match self.format {
-            TraceFormat::ChromeJson => trace.write_chrome_json(&mut out)?,
-            TraceFormat::Svg => trace.write_svg(&mut out)?,
-        }
-        out.flush()?;
+        trace.write_to(&self.path, self.format)?;
         Ok(trace.events.len())
     }
 

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <gil.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -982,6 +983,179 @@ static void test_ring_trace(void) {
     rmdir(dir);
 }
 
+/* Whether `path` holds exactly one whole Chrome JSON trace titled `title`:
+   no NUL byte, one header, one end. */
+static int whole_json_trace(const char *path, const char *title) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return 0;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    fclose(f);
+    char *text = read_file(path);
+    if (text == NULL) return 0;
+    char want_title[128];
+    snprintf(want_title, sizeof want_title, "\"title\":\"%s\"", title);
+    size_t len = strlen(text);
+    int whole = size >= 0 && (size_t)size == len && strncmp(text, "{\"displayTimeUnit\"", 18) == 0 &&
+                len >= 4 && strcmp(text + len - 4, "\n]}\n") == 0 && count_substr(text, "\n]}\n") == 1 &&
+                count_substr(text, "\"traceEvents\"") == 1 && strstr(text, want_title) != NULL;
+    if (!whole) fprintf(stderr, "  %s: %zu of %ld bytes, not one whole trace titled %s\n", path, len, size, title);
+    free(text);
+    return whole;
+}
+
+/* Whether `dir` holds any file but `name` (a temporary trace file). */
+static int other_files_in(const char *dir, const char *name) {
+    DIR *d = opendir(dir);
+    if (d == NULL) return 0;
+    int others = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, name) != 0) others++;
+    }
+    closedir(d);
+    return others;
+}
+
+/* `n` acquisitions and releases of the lock by one token: 2n events. */
+static void traffic(gil_t *gil, int n) {
+    int me = 0;
+    for (int i = 0; i < n; i++) {
+        if (gil_acquire(gil, &me) != GIL_OK || gil_release(gil, &me, GIL_RELEASE_VOLUNTARY) != GIL_OK) abort();
+    }
+    if (gil_acquire(gil, &me) != GIL_OK || gil_release(gil, &me, GIL_RELEASE_FINAL) != GIL_OK) abort();
+}
+
+/* Two traces on one path, the second started before the first is written:
+   each stop leaves one whole trace (before, the second emptied the file
+   and wrote its short trace over the start of the long one). */
+static void test_trace_same_path_twice(void) {
+    char dir[] = "/tmp/gil-same-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char json[64];
+    snprintf(json, sizeof json, "%s/t.json", dir);
+    gil_t *a = new_gil(300, NULL, NULL), *b = new_gil(300, NULL, NULL);
+    CHECK_RESULT(gil_trace_start(a, json, "long", 0), GIL_OK);
+    traffic(a, 5000);
+    CHECK_RESULT(gil_trace_start(b, json, "short", 0), GIL_OK);
+    traffic(b, 2);
+    CHECK_RESULT(gil_trace_stop(a, NULL), GIL_OK);
+    CHECK(whole_json_trace(json, "long"));
+    CHECK_RESULT(gil_trace_stop(b, NULL), GIL_OK);
+    CHECK(whole_json_trace(json, "short"));
+    CHECK(other_files_in(dir, "t.json") == 0); /* no temporary file left */
+    CHECK_RESULT(gil_free(a), GIL_OK);
+    CHECK_RESULT(gil_free(b), GIL_OK);
+    unlink(json);
+    rmdir(dir);
+}
+
+struct trace_stopper {
+    gil_t *gil;
+    gil_result_t got;
+    atomic_int done;
+};
+
+static void *stop_trace(void *arg) {
+    struct trace_stopper *s = arg;
+    s->got = gil_trace_stop(s->gil, NULL);
+    atomic_store(&s->done, 1);
+    return NULL;
+}
+
+/* One thread stops a long trace while another starts (and stops) a trace
+   of the same lock on the same path: once the stop has taken the trace, a
+   start is accepted while it writes. The file is one whole trace after. */
+static void test_trace_start_while_stop_writes(void) {
+    char dir[] = "/tmp/gil-race-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char json[64];
+    snprintf(json, sizeof json, "%s/t.json", dir);
+    gil_t *gil = new_gil(300, NULL, NULL);
+    for (int round = 0; round < 3; round++) {
+        CHECK_RESULT(gil_trace_start(gil, json, "long", 0), GIL_OK);
+        traffic(gil, 20000);
+        struct trace_stopper s = {gil, GIL_OK, 0};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, stop_trace, &s) == 0);
+        /* Until the long trace is being written: into the file itself, or
+           into a temporary file beside it. */
+        for (;;) {
+            FILE *f = fopen(json, "rb");
+            long size = f != NULL && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : 0;
+            if (f != NULL) fclose(f);
+            if (size > 0 || other_files_in(dir, "t.json") > 0 || atomic_load(&s.done)) break;
+            sched_yield();
+        }
+        gil_result_t started;
+        while ((started = gil_trace_start(gil, json, "short", 0)) == GIL_ERR_BUSY) sched_yield();
+        CHECK_RESULT(started, GIL_OK);
+        traffic(gil, 2);
+        CHECK_RESULT(gil_trace_stop(gil, NULL), GIL_OK);
+        pthread_join(th, NULL);
+        CHECK_RESULT(s.got, GIL_OK);
+        CHECK(whole_json_trace(json, "long") || whole_json_trace(json, "short"));
+        CHECK(other_files_in(dir, "t.json") == 0);
+    }
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    unlink(json);
+    rmdir(dir);
+}
+
+struct cancel_tracer {
+    gil_t *gil;
+    const char *path;
+    gil_result_t start, stop;
+    atomic_int after;
+};
+
+static void *trace_with_cancel_pending(void *arg) {
+    struct cancel_tracer *c = arg;
+    /* Deferred (the default): pending until the next cancellation point. */
+    pthread_cancel(pthread_self());
+    c->start = gil_trace_start(c->gil, c->path, "cancel pending", 0); /* open() */
+    traffic(c->gil, 2);
+    c->stop = gil_trace_stop(c->gil, NULL); /* open(), write(), close() */
+    pthread_testcancel();
+    atomic_store(&c->after, 1);
+    return NULL;
+}
+
+/* A thread with a pending cancel starts and stops a trace: the file I/O
+   inside is no cancellation point (a forced unwind through the library
+   aborts the process: "FATAL: exception not rethrown"); both calls
+   succeed and the thread is cancelled at its next cancellation point. In
+   a child, since the failure is an abort. */
+static void test_trace_with_cancel_pending(void) {
+    char dir[] = "/tmp/gil-cancel-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char json[64];
+    snprintf(json, sizeof json, "%s/c.json", dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        gil_t *gil = new_gil(300, NULL, NULL);
+        struct cancel_tracer c = {gil, json, GIL_ERR_PANIC, GIL_ERR_PANIC, 0};
+        pthread_t th;
+        void *ret = NULL;
+        if (pthread_create(&th, NULL, trace_with_cancel_pending, &c) != 0 || pthread_join(th, &ret) != 0) _exit(2);
+        if (ret != PTHREAD_CANCELED || atomic_load(&c.after)) _exit(3);
+        if (c.start != GIL_OK || c.stop != GIL_OK) _exit(4);
+        if (!whole_json_trace(json, "cancel pending")) _exit(5);
+        _exit(gil_free(gil) == GIL_OK ? 0 : 6);
+    }
+    if (pid > 0) {
+        int status = 0;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "  child: %s %d\n", WIFSIGNALED(status) ? "signal" : "exit status",
+                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+            checks_failed_in_test++;
+        }
+    }
+    unlink(json);
+    rmdir(dir);
+}
+
 /* ---- fork ---------------------------------------------------------------- */
 
 static void *fork_waiter(void *arg) {
@@ -1366,6 +1540,9 @@ int main(void) {
         {"thread_stats", test_thread_stats},
         {"ring_trace", test_ring_trace},
         {"name_by_tag", test_name_by_tag},
+        {"trace_same_path_twice", test_trace_same_path_twice},
+        {"trace_start_while_stop_writes", test_trace_start_while_stop_writes},
+        {"trace_with_cancel_pending", test_trace_with_cancel_pending},
         {"fork_in_threaded_process", test_fork_in_threaded_process},
         {"reentrant_calls", test_reentrant_calls},
         {"fork_children_end", test_fork_children_end},

@@ -141,7 +141,10 @@ pub unsafe extern "C" fn gil_get_thread_stats(
 /// Calls `callback(user_data, stats)` for every thread's accounting — the
 /// live records and the kept ended ones, in the order they began — from a
 /// snapshot taken first, so the callback may call the lock's functions.
-/// Stops early when the callback returns non-zero. Any thread.
+/// Stops early when the callback returns non-zero. The callback runs with
+/// the thread's cancellation disabled: a pending deferred `pthread_cancel`
+/// is acted on at the thread's next cancellation point after this call
+/// returns, not inside it. Any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `callback` is NULL or a function that
@@ -163,6 +166,9 @@ pub unsafe extern "C" fn gil_foreach_thread_stats(
                 .as_deref()
                 .map(|n| std::ffi::CString::new(n.split('\0').next().unwrap_or("")).unwrap_or_default());
             let c = to_c(&s, name.as_ref().map_or(ptr::null(), |n| n.as_ptr()));
+            // A forced unwind (a cancellation acted on inside the callback)
+            // cannot cross this function's frames.
+            let _no_cancel = gil_core::NoCancel::new();
             // SAFETY: the caller promised a callback accepting `user_data`
             // and a pointer valid for the call (`c` and `name` outlive it).
             if unsafe { callback(user_data, &c) } != 0 {

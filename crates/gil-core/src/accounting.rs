@@ -16,12 +16,22 @@
 //! (released voluntarily, not yet asking again). Time is charged to the
 //! state it was spent in; a snapshot includes the time in the current state
 //! up to the snapshot. Time before the thread's first event after
-//! accounting was turned on is not charged anywhere.
+//! accounting was turned on is not charged anywhere, nor is time while
+//! accounting is off. Every record ends at or after it began, and the time
+//! charged to its three states fits in its life.
+//!
+//! A record begins with its token's first event after accounting was
+//! turned on — or, for the thread holding the lock then, when that thread
+//! tags it ([`Gil::tag_thread`](crate::Gil::tag_thread)). Nothing else
+//! makes one: a name given to a token without a record waits for the
+//! token's next record (the last [`PENDING_NAMES_KEPT`] such names are
+//! kept).
 //!
 //! A host tags a record with a number of its own (CPython: the thread's
-//! ident) from the thread using the token, after an acquisition; a
-//! different number on an open record means the token was reused by a new
-//! thread whose predecessor ended unseen, and starts a new record.
+//! ident) from the thread using the token, after an acquisition (a tag from
+//! another thread is refused: a record has one writer); a different number
+//! on an open record means the token was reused by a new thread whose
+//! predecessor ended unseen, and starts a new record.
 //!
 //! A token's record ends with its final release and stays readable (the
 //! last [`ENDED_KEPT`] ended records are kept); a token that comes back
@@ -29,20 +39,28 @@
 //! record. Tokens are never dereferenced: a record outliving its host
 //! thread is only numbers.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{self, Acquire, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::Token;
+use crate::{GilError, Token};
 
 /// How many ended records a lock keeps for reading, oldest dropped first.
 pub const ENDED_KEPT: usize = 1024;
 
+/// How many names given to tokens without a record a lock keeps for those
+/// tokens' next records, oldest dropped first (a rename of the same token
+/// replaces its name and makes it the newest).
+pub const PENDING_NAMES_KEPT: usize = 1024;
+
 /// One thread's accounting, as read by [`Gil::thread_stats`](crate::Gil::thread_stats).
 /// Each field is read without stopping the thread, so a snapshot of a busy
-/// thread is not atomic as a whole.
+/// thread is not atomic as a whole; but `first_ns <= ended_ns`, and
+/// `wait_time + hold_time + call_time` is at most the record's life (up to
+/// `ended_ns`, or for a live record up to the snapshot).
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadStats {
@@ -53,13 +71,16 @@ pub struct ThreadStats {
     pub tag: u64,
     /// The name the host gave with [`Gil::name_thread`](crate::Gil::name_thread), if any.
     pub name: Option<String>,
-    /// Whether the thread has not made its final release yet.
+    /// Whether the thread has not made its final release yet (and
+    /// accounting was not turned off and on again since the record began).
     pub alive: bool,
     /// When the record began (the token's first event after accounting was
     /// turned on, or after its previous life ended), in
     /// [`now_ns`](crate::now_ns) nanoseconds.
     pub first_ns: u64,
-    /// When the final release ended it, if it did.
+    /// When the record ended, if it did: the final release, a new tag, or
+    /// (for a record still open when accounting was turned on again) when
+    /// accounting was turned off. Never before `first_ns`.
     pub ended_ns: Option<u64>,
     /// Time waiting for the lock: from asking for it to getting it, and in
     /// forced releases until it was taken back.
@@ -89,16 +110,42 @@ const WAITING: u8 = 2;
 const IN_CALL: u8 = 3;
 const ENDED: u8 = 4;
 
-/// One token's life. The state, its start and the time and event counters
-/// are written only by the thread using the token (single writer: a
-/// load and a store each); `received` and `raised` may be bumped by other
-/// threads and use read-modify-writes.
+/// Whether time spent in `state` is charged (to `Record::ns[state]`).
+#[inline]
+fn timed(state: u8) -> bool {
+    matches!(state, HOLDING | WAITING | IN_CALL)
+}
+
+/// One token's life.
+///
+/// The state, its start (`since`), the time and event counters and
+/// `ended_ns` are written only by the thread using the token (single
+/// writer: a load and a store each); `received` and `raised` may be bumped
+/// by other threads and use read-modify-writes; `closed_ns` is written once,
+/// by `Accounts::restart`, under the records' mutex.
+///
+/// Why a snapshot taken while the writer runs stays consistent: `since`
+/// only moves forward, and each move charges exactly the time moved over
+/// to the state left, so the charged times never add up to more than
+/// `since - first_ns`. The writer stores `since`, then the charged time
+/// (release), then the new state (release); a reader loads the state
+/// (acquire), the times (acquire), then `since`: having seen a charge, it
+/// sees the `since` that charge moved to, and never counts a stretch twice.
 struct Record {
     token: usize,
+    /// The thread (see [`this_thread`]) that made the latest event: the
+    /// only one a tag is taken from.
+    writer: AtomicU64,
+    /// Set once the record is over (final release, new tag, closed by a
+    /// restart): a thread's cached record serves only while it is not.
+    over: AtomicBool,
     state: AtomicU8,
     since: AtomicU64,
     first_ns: u64,
+    /// Where its writer ended it (`since` at the end), once `state` is `ENDED`.
     ended_ns: AtomicU64,
+    /// Where `Accounts::restart` closed it (0: it did not).
+    closed_ns: AtomicU64,
     /// Indexed by state: nanoseconds charged to `HOLDING`, `WAITING`, `IN_CALL`.
     ns: [AtomicU64; 4],
     acquisitions: AtomicU64,
@@ -112,13 +159,16 @@ struct Record {
 }
 
 impl Record {
-    fn new(token: usize, now: u64) -> Record {
+    fn new(token: usize, now: u64, writer: u64, name: Option<String>) -> Record {
         Record {
             token,
+            writer: AtomicU64::new(writer),
+            over: AtomicBool::new(false),
             state: AtomicU8::new(NONE),
             since: AtomicU64::new(now),
             first_ns: now,
             ended_ns: AtomicU64::new(0),
+            closed_ns: AtomicU64::new(0),
             ns: Default::default(),
             acquisitions: AtomicU64::new(0),
             switches_in: AtomicU64::new(0),
@@ -127,40 +177,75 @@ impl Record {
             raised: AtomicU64::new(0),
             received: AtomicU64::new(0),
             tag: AtomicU64::new(0),
-            name: Mutex::new(None),
+            name: Mutex::new(name),
         }
+    }
+
+    /// Moves `since` forward to `now` (not back: the caller's clock reading
+    /// may be older than the last move), charging the time moved over to
+    /// the current state; returns where `since` is now. Writer only.
+    #[inline]
+    fn advance(&self, now: u64) -> u64 {
+        let old = self.state.load(Relaxed);
+        let since = self.since.load(Relaxed);
+        let to = now.max(since);
+        self.since.store(to, Relaxed);
+        if timed(old) {
+            let n = &self.ns[old as usize];
+            n.store(n.load(Relaxed).wrapping_add(to - since), Ordering::Release);
+        }
+        to
     }
 
     /// Moves to `state` at `now`, charging the time since the last move to
-    /// the state left.
+    /// the state left. Writer only.
+    #[inline]
     fn enter(&self, state: u8, now: u64) {
-        let old = self.state.load(Relaxed);
-        let since = self.since.load(Relaxed);
-        if old != NONE && old != ENDED {
-            bump(&self.ns[old as usize], now.saturating_sub(since));
-        }
-        self.since.store(now, Relaxed);
-        self.state.store(state, Relaxed);
+        self.advance(now);
+        self.state.store(state, Ordering::Release);
     }
 
-    fn snapshot(&self, now: u64) -> ThreadStats {
-        let state = self.state.load(Relaxed);
-        let since = self.since.load(Relaxed);
+    /// Ends the record at `now` (or at its last move if later). Writer only.
+    fn end_at(&self, now: u64) {
+        let end = self.advance(now);
+        self.ended_ns.store(end, Relaxed);
+        self.state.store(ENDED, Ordering::Release);
+        self.over.store(true, Relaxed);
+    }
+
+    fn snapshot(&self, until: u64) -> ThreadStats {
+        // In this order; see the type's comment.
+        let state = self.state.load(Acquire);
         let mut ns = [0u64; 4];
         for (i, n) in self.ns.iter().enumerate() {
-            ns[i] = n.load(Relaxed);
+            ns[i] = n.load(Acquire);
         }
-        if state != NONE && state != ENDED {
-            ns[state as usize] += now.saturating_sub(since);
-        }
-        let ended = self.ended_ns.load(Relaxed);
+        let since = self.since.load(Relaxed);
+        let closed = self.closed_ns.load(Relaxed);
+        let ended_ns = if state == ENDED {
+            Some(self.ended_ns.load(Relaxed))
+        } else if closed != 0 {
+            // Closed by a restart while its writer may still have been in
+            // an event: it ends where it was closed or where that event
+            // left it, whichever is later.
+            let end = closed.max(since);
+            if timed(state) {
+                ns[state as usize] += end - since;
+            }
+            Some(end)
+        } else {
+            if timed(state) {
+                ns[state as usize] += until.saturating_sub(since);
+            }
+            None
+        };
         ThreadStats {
             token: Token::new(self.token).expect("records are made for tokens"),
             tag: self.tag.load(Relaxed),
             name: self.name.lock().unwrap_or_else(PoisonError::into_inner).clone(),
-            alive: state != ENDED,
+            alive: ended_ns.is_none(),
             first_ns: self.first_ns,
-            ended_ns: (state == ENDED).then_some(ended),
+            ended_ns,
             wait_time: Duration::from_nanos(ns[WAITING as usize]),
             hold_time: Duration::from_nanos(ns[HOLDING as usize]),
             call_time: Duration::from_nanos(ns[IN_CALL as usize]),
@@ -191,12 +276,73 @@ pub(crate) enum Release {
     Final,
 }
 
+/// Names given to tokens that have no record yet, for their next records:
+/// at most [`PENDING_NAMES_KEPT`], the oldest dropped first.
+#[derive(Default)]
+struct PendingNames {
+    /// Token → (when named, in `next` numbers; the name).
+    names: HashMap<usize, (u64, String)>,
+    /// (token, when named), oldest first; entries whose number no longer
+    /// matches `names` (renamed or taken since) are skipped and, past twice
+    /// the bound, swept out.
+    order: VecDeque<(usize, u64)>,
+    next: u64,
+}
+
+impl PendingNames {
+    fn insert(&mut self, token: usize, name: String) {
+        self.next += 1;
+        let n = self.next;
+        self.names.insert(token, (n, name));
+        self.order.push_back((token, n));
+        while self.names.len() > PENDING_NAMES_KEPT {
+            let Some((t, n)) = self.order.pop_front() else { break };
+            if self.names.get(&t).is_some_and(|(m, _)| *m == n) {
+                self.names.remove(&t);
+            }
+        }
+        if self.order.len() > 2 * PENDING_NAMES_KEPT {
+            let names = &self.names;
+            self.order.retain(|(t, n)| names.get(t).is_some_and(|(m, _)| m == n));
+        }
+    }
+
+    fn take(&mut self, token: usize) -> Option<String> {
+        if self.names.is_empty() {
+            return None;
+        }
+        self.names.remove(&token).map(|(_, name)| name)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.names.len()
+    }
+}
+
+/// The live records of a lock and the names waiting for records, under one
+/// mutex.
+#[derive(Default)]
+struct Live {
+    records: HashMap<usize, Arc<Record>>,
+    pending: PendingNames,
+}
+
+impl Live {
+    /// A new record for `token` beginning at `now`, made by `writer`, with
+    /// the name waiting for it if any; not inserted.
+    fn fresh(&mut self, token: usize, now: u64, writer: u64) -> Arc<Record> {
+        Arc::new(Record::new(token, now, writer, self.pending.take(token)))
+    }
+}
+
 /// The records of one lock.
 pub(crate) struct Accounts {
     /// Unique in the process (an address could be reused by a later lock
     /// while threads still cache records of this one).
     id: usize,
-    live: Mutex<HashMap<usize, Arc<Record>>>,
+    /// Locked before `ended` when both are.
+    live: Mutex<Live>,
     ended: Mutex<VecDeque<Arc<Record>>>,
     /// The token of the last acquisition, for `switches_in` (acquisitions
     /// are serialised by the lock itself).
@@ -213,10 +359,62 @@ pub(crate) struct Accounts {
 /// the common case.
 const CACHE: usize = 4;
 
+/// A thread's own accounting state.
+struct Recent {
+    /// The thread's number (0: not drawn yet), see [`this_thread`].
+    thread: Cell<u64>,
+    /// Recently used records: (`Accounts::id`, token, record), most recent
+    /// first.
+    records: RefCell<Vec<(usize, usize, Arc<Record>)>>,
+}
+
+impl Recent {
+    #[inline]
+    fn thread(&self) -> u64 {
+        match self.thread.get() {
+            0 => {
+                static NEXT: AtomicU64 = AtomicU64::new(1);
+                let n = NEXT.fetch_add(1, Relaxed);
+                self.thread.set(n);
+                n
+            }
+            n => n,
+        }
+    }
+}
+
 thread_local! {
-    /// This thread's recently used records: (`Accounts::id`, token,
-    /// record), most recent first.
-    static RECENT: RefCell<Vec<(usize, usize, Arc<Record>)>> = const { RefCell::new(Vec::new()) };
+    static RECENT: Recent = const {
+        Recent {
+            thread: Cell::new(0),
+            records: RefCell::new(Vec::new()),
+        }
+    };
+}
+
+/// A number unique to the calling thread among all threads of the process
+/// (never reused); 0 while the thread's locals are being destroyed.
+fn this_thread() -> u64 {
+    RECENT.try_with(Recent::thread).unwrap_or(0)
+}
+
+/// Puts `rec` (of lock `id`) first in this thread's cache.
+fn cache(id: usize, rec: &Arc<Record>) {
+    let _ = RECENT.try_with(|r| {
+        let mut r = r.records.borrow_mut();
+        r.retain(|(a, b, _)| *a != id || *b != rec.token);
+        r.insert(0, (id, rec.token, rec.clone()));
+        r.truncate(CACHE);
+    });
+}
+
+/// Drops `rec` (of lock `id`) from this thread's cache.
+fn uncache(id: usize, rec: &Arc<Record>) {
+    let _ = RECENT.try_with(|r| {
+        r.records
+            .borrow_mut()
+            .retain(|(a, _, x)| *a != id || !Arc::ptr_eq(x, rec))
+    });
 }
 
 impl Accounts {
@@ -224,7 +422,7 @@ impl Accounts {
         static NEXT: AtomicUsize = AtomicUsize::new(1);
         Accounts {
             id: NEXT.fetch_add(1, Relaxed),
-            live: Mutex::new(HashMap::new()),
+            live: Mutex::new(Live::default()),
             ended: Mutex::new(VecDeque::new()),
             last: AtomicUsize::new(0),
             off_ns: AtomicU64::new(0),
@@ -236,7 +434,7 @@ impl Accounts {
         self.id
     }
 
-    fn live(&self) -> MutexGuard<'_, HashMap<usize, Arc<Record>>> {
+    fn live(&self) -> MutexGuard<'_, Live> {
         // Nothing under these mutexes is left half-changed by a panic.
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -245,16 +443,27 @@ impl Accounts {
         self.ended.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Keeps `rec` among the ended records (the oldest dropped past
+    /// `ENDED_KEPT`).
+    fn keep_ended(ended: &mut VecDeque<Arc<Record>>, rec: Arc<Record>) {
+        if ended.len() == ENDED_KEPT {
+            ended.pop_front();
+        }
+        ended.push_back(rec);
+    }
+
     /// `token`'s live record, made now if it has none, through this
-    /// thread's cache.
+    /// thread's cache; the calling thread becomes its writer.
     fn record(&self, token: Token, now: u64) -> Arc<Record> {
         let (id, t) = (self.id(), token.get());
+        let me = this_thread();
         let hit = RECENT
             .try_with(|r| {
-                let mut r = r.borrow_mut();
+                let mut r = r.records.borrow_mut();
                 let i = r.iter().position(|(a, b, _)| *a == id && *b == t)?;
-                if r[i].2.state.load(Relaxed) == ENDED {
-                    // The token ended on another thread and may be back there.
+                if r[i].2.over.load(Relaxed) {
+                    // Ended (maybe on another thread, the token may be back
+                    // there) or closed by a restart.
                     r.remove(i);
                     return None;
                 }
@@ -267,18 +476,22 @@ impl Accounts {
             .ok()
             .flatten();
         if let Some(rec) = hit {
+            rec.writer.store(me, Relaxed);
             return rec;
         }
-        let rec = self
-            .live()
-            .entry(t)
-            .or_insert_with(|| Arc::new(Record::new(t, now)))
-            .clone();
-        let _ = RECENT.try_with(|r| {
-            let mut r = r.borrow_mut();
-            r.insert(0, (id, t, rec.clone()));
-            r.truncate(CACHE);
-        });
+        let rec = {
+            let mut live = self.live();
+            match live.records.get(&t) {
+                Some(rec) => rec.clone(),
+                None => {
+                    let rec = live.fresh(t, now, me);
+                    live.records.insert(t, rec.clone());
+                    rec
+                }
+            }
+        };
+        rec.writer.store(me, Relaxed);
+        cache(id, &rec);
         rec
     }
 
@@ -294,11 +507,14 @@ impl Accounts {
         // shared map serves.
         let hit = RECENT
             .try_with(|r| {
-                let r = r.borrow();
-                let (a, b, rec) = r.first()?;
-                if *a != id || *b != t || rec.state.load(Relaxed) == ENDED {
+                let recs = r.records.borrow();
+                let (a, b, rec) = recs.first()?;
+                if *a != id || *b != t || rec.over.load(Relaxed) {
                     return None;
                 }
+                // The token may have moved between threads: the latest
+                // event's thread is the writer.
+                rec.writer.store(r.thread(), Relaxed);
                 f.take().map(|f| f(rec))
             })
             .ok()
@@ -344,75 +560,93 @@ impl Accounts {
             }),
             Release::Final => {
                 let rec = self.record(token, now);
-                rec.enter(ENDED, now);
-                rec.ended_ns.store(now, Relaxed);
+                rec.end_at(now);
                 self.end(&rec);
             }
         }
     }
 
     /// A drop request was raised on `holder`, by the waiter `by` (`None`:
-    /// the monitor thread).
-    pub(crate) fn drop_requested(&self, holder: Token, by: Option<Token>, now: u64) {
-        self.live()
-            .get(&holder.get())
-            .map(|rec| rec.received.fetch_add(1, Relaxed));
-        if let Some(by) = by {
-            self.record(by, now).raised.fetch_add(1, Relaxed);
+    /// the monitor thread). Only counted on records that exist already (the
+    /// holder's acquisition and the waiter's wait made them, unless
+    /// accounting was turned on since).
+    pub(crate) fn drop_requested(&self, holder: Token, by: Option<Token>) {
+        let live = self.live();
+        if let Some(rec) = live.records.get(&holder.get()) {
+            rec.received.fetch_add(1, Relaxed);
+        }
+        if let Some(rec) = by.and_then(|by| live.records.get(&by.get())) {
+            rec.raised.fetch_add(1, Relaxed);
         }
     }
 
-    /// Moves `rec` from the live records to the ended ones.
+    /// Moves `rec`, which its writer just ended, from the live records to
+    /// the ended ones — unless a restart moved it already.
     fn end(&self, rec: &Arc<Record>) {
-        {
-            let mut live = self.live();
-            if live.get(&rec.token).is_some_and(|r| Arc::ptr_eq(r, rec)) {
-                live.remove(&rec.token);
-            }
+        let mut live = self.live();
+        if live.records.get(&rec.token).is_some_and(|r| Arc::ptr_eq(r, rec)) {
+            live.records.remove(&rec.token);
+            Self::keep_ended(&mut self.ended(), rec.clone());
         }
-        let mut ended = self.ended();
-        if ended.len() == ENDED_KEPT {
-            ended.pop_front();
-        }
-        ended.push_back(rec.clone());
-        let _ = RECENT.try_with(|r| {
-            r.borrow_mut()
-                .retain(|(a, _, x)| *a != self.id() || !Arc::ptr_eq(x, rec))
-        });
+        drop(live);
+        uncache(self.id(), rec);
     }
 
-    /// Attaches the host's number to `token`'s live record; `false` if it
-    /// has none (no event of it since accounting was turned on). A record
-    /// that carries another number belonged to an earlier thread whose end
-    /// the lock did not see (the host dropped the token without a final
+    /// Attaches the host's number to `token`'s live record.
+    ///
+    /// Only from the thread that made the record's latest event (its
+    /// writer): another thread's [`GilError::ForeignThread`]. A record that
+    /// carries another number belonged to an earlier thread whose end the
+    /// lock did not see (the host dropped the token without a final
     /// release, then reused it): it is ended at the current state's start,
     /// which the new thread's record begins with (holding the lock, one
     /// acquisition, after an acquisition).
-    pub(crate) fn tag(&self, token: Token, tag: u64) -> bool {
+    ///
+    /// No live record: if `holder` (accounting is on and `token` holds the
+    /// lock, so the caller is its thread), one begins now, holding, with no
+    /// acquisition counted (that happened before); else
+    /// [`GilError::UnknownThread`].
+    pub(crate) fn tag(&self, token: Token, tag: u64, holder: bool, now: u64) -> Result<(), GilError> {
         // The common case: the calling thread's own record, tagged already.
         let (id, t) = (self.id(), token.get());
         let tagged = RECENT
             .try_with(|r| {
-                r.borrow().first().is_some_and(|(a, b, rec)| {
-                    *a == id && *b == t && rec.state.load(Relaxed) != ENDED && rec.tag.load(Relaxed) == tag
+                r.records.borrow().first().is_some_and(|(a, b, rec)| {
+                    *a == id && *b == t && !rec.over.load(Relaxed) && rec.tag.load(Relaxed) == tag
                 })
             })
             .unwrap_or(false);
         if tagged {
-            return true;
+            return Ok(());
         }
-        let Some(rec) = self.live().get(&token.get()).cloned() else {
-            return false;
+        let me = this_thread();
+        let mut live = self.live();
+        let Some(rec) = live.records.get(&t).cloned() else {
+            if !holder {
+                return Err(GilError::UnknownThread);
+            }
+            let rec = live.fresh(t, now, me);
+            rec.tag.store(tag, Relaxed);
+            rec.state.store(HOLDING, Ordering::Release);
+            live.records.insert(t, rec.clone());
+            drop(live);
+            cache(id, &rec);
+            return Ok(());
         };
+        let writer = rec.writer.load(Relaxed);
+        if writer != me && writer != 0 && me != 0 {
+            return Err(GilError::ForeignThread);
+        }
         let old = rec.tag.load(Relaxed);
         if old == 0 || old == tag {
             rec.tag.store(tag, Relaxed);
-            return true;
+            return Ok(());
         }
+        // Split, under the records' mutex (no restart closes it meanwhile).
         let state = rec.state.load(Relaxed);
         let since = rec.since.load(Relaxed);
-        let fresh = Arc::new(Record::new(token.get(), since));
-        fresh.state.store(state, Relaxed);
+        let fresh = live.fresh(t, since, me);
+        fresh.state.store(state, Ordering::Release);
         fresh.tag.store(tag, Relaxed);
         if state == HOLDING {
             // The acquisition that began this state is the new thread's.
@@ -420,11 +654,13 @@ impl Accounts {
             rec.acquisitions
                 .store(rec.acquisitions.load(Relaxed).saturating_sub(1), Relaxed);
         }
-        rec.enter(ENDED, since);
-        rec.ended_ns.store(since, Relaxed);
-        self.live().insert(token.get(), fresh);
-        self.end(&rec);
-        true
+        rec.end_at(since);
+        live.records.insert(t, fresh.clone());
+        Self::keep_ended(&mut self.ended(), rec.clone());
+        drop(live);
+        uncache(id, &rec);
+        cache(id, &fresh);
+        Ok(())
     }
 
     /// When accounting is turned off: open records stop being charged time.
@@ -440,29 +676,41 @@ impl Accounts {
         }
     }
 
-    /// When accounting is turned on again: ends every live record where
-    /// accounting went off. Threads that ended while it was off left theirs
-    /// open, and a later thread reusing such a token would continue it;
-    /// threads still alive start a new record at their next event.
+    /// When accounting is turned on again: closes every live record where
+    /// accounting went off (or where it began, if later: an event that
+    /// raced with turning it off). Threads that ended while it was off left
+    /// theirs open, and a later thread reusing such a token would continue
+    /// it; threads still alive start a new record at their next event. The
+    /// records' writers are not stopped: closing only marks the record
+    /// (`closed_ns`, `over`), and a snapshot ends it no earlier than an
+    /// event its writer was still making (see `Record::snapshot`).
     pub(crate) fn restart(&self, now: u64) {
-        let now = self.until(now);
+        let at = self.until(now);
         self.off_ns.store(0, Relaxed);
-        let open: Vec<Arc<Record>> = self.live().drain().map(|(_, r)| r).collect();
+        let mut live = self.live();
         let mut ended = self.ended();
-        for rec in open {
-            rec.enter(ENDED, now);
-            rec.ended_ns.store(now, Relaxed);
-            if ended.len() == ENDED_KEPT {
-                ended.pop_front();
-            }
-            ended.push_back(rec);
+        for (_, rec) in live.records.drain() {
+            rec.closed_ns.store(at.max(rec.first_ns).max(1), Relaxed);
+            rec.over.store(true, Relaxed);
+            Self::keep_ended(&mut ended, rec);
         }
     }
 
-    /// Names `token`'s live record (made now if it has none).
-    pub(crate) fn name(&self, token: Token, name: String, now: u64) {
-        let rec = self.record(token, now);
-        *rec.name.lock().unwrap_or_else(PoisonError::into_inner) = Some(name);
+    /// Names `token`'s live record, or if it has none, keeps the name for
+    /// its next record (see [`PendingNames`]); makes no record.
+    pub(crate) fn name(&self, token: Token, name: String) {
+        let mut live = self.live();
+        match live.records.get(&token.get()) {
+            Some(rec) => *rec.name.lock().unwrap_or_else(PoisonError::into_inner) = Some(name),
+            None => live.pending.insert(token.get(), name),
+        }
+    }
+
+    /// How many records are live, and how many names wait for a record.
+    #[cfg(test)]
+    fn sizes(&self) -> (usize, usize) {
+        let live = self.live();
+        (live.records.len(), live.pending.len())
     }
 
     /// Names a record tagged `tag` and returns its token and when it
@@ -473,9 +721,15 @@ impl Accounts {
     pub(crate) fn name_tagged(&self, tag: u64, since_ns: u64, name: String) -> Option<(Token, u64)> {
         let live = self.live();
         let ended = self.ended();
-        let tagged = || live.values().chain(ended.iter()).filter(|r| r.tag.load(Relaxed) == tag);
+        let tagged = || {
+            live.records
+                .values()
+                .chain(ended.iter())
+                .filter(|r| r.tag.load(Relaxed) == tag)
+        };
         let rec = if since_ns == 0 {
-            live.values()
+            live.records
+                .values()
                 .filter(|r| r.tag.load(Relaxed) == tag)
                 .max_by_key(|r| r.first_ns)
                 .or_else(|| ended.iter().rev().find(|r| r.tag.load(Relaxed) == tag))?
@@ -488,22 +742,27 @@ impl Accounts {
 
     /// `token`'s live record, or else its most recently ended one.
     pub(crate) fn thread(&self, token: Token, now: u64) -> Option<ThreadStats> {
-        let now = self.until(now);
-        if let Some(rec) = self.live().get(&token.get()) {
-            return Some(rec.snapshot(now));
+        let until = self.until(now);
+        let live = self.live();
+        if let Some(rec) = live.records.get(&token.get()) {
+            return Some(rec.snapshot(until));
         }
-        self.ended()
+        let ended = self.ended();
+        ended
             .iter()
             .rev()
             .find(|r| r.token == token.get())
-            .map(|r| r.snapshot(now))
+            .map(|r| r.snapshot(until))
     }
 
     /// Every live record and every kept ended one, oldest first.
     pub(crate) fn all(&self, now: u64) -> Vec<ThreadStats> {
-        let now = self.until(now);
-        let mut out: Vec<ThreadStats> = self.ended().iter().map(|r| r.snapshot(now)).collect();
-        out.extend(self.live().values().map(|r| r.snapshot(now)));
+        let until = self.until(now);
+        // Both at once: a record moving from one to the other is seen once.
+        let live = self.live();
+        let ended = self.ended();
+        let mut out: Vec<ThreadStats> = ended.iter().map(|r| r.snapshot(until)).collect();
+        out.extend(live.records.values().map(|r| r.snapshot(until)));
         out.sort_by_key(|s| (s.first_ns, s.token));
         out
     }
@@ -550,10 +809,14 @@ mod tests {
     #[test]
     fn a_final_release_ends_the_record_and_a_returning_token_starts_anew() {
         let a = Accounts::new();
-        assert!(!a.tag(tok(7), 42), "no record yet");
+        assert_eq!(
+            a.tag(tok(7), 42, false, 5),
+            Err(GilError::UnknownThread),
+            "no record yet"
+        );
         a.acquired(tok(7), 10);
-        assert!(a.tag(tok(7), 42));
-        a.name(tok(7), "worker".into(), 12);
+        assert_eq!(a.tag(tok(7), 42, true, 11), Ok(()));
+        a.name(tok(7), "worker".into());
         a.released(tok(7), Release::Final, 20);
         let s = a.thread(tok(7), 100).unwrap();
         assert!(!s.alive);
@@ -574,10 +837,10 @@ mod tests {
     fn a_tag_names_the_latest_record_that_has_it() {
         let a = Accounts::new();
         a.acquired(tok(1), 10);
-        a.tag(tok(1), 5);
+        a.tag(tok(1), 5, true, 11).unwrap();
         a.released(tok(1), Release::Final, 20);
         a.acquired(tok(2), 30); // the ident 5 reused by a later thread
-        a.tag(tok(2), 5);
+        a.tag(tok(2), 5, true, 31).unwrap();
         assert_eq!(a.name_tagged(5, 0, "later".into()), Some((tok(2), 30)));
         assert_eq!(a.thread(tok(2), 40).unwrap().name.as_deref(), Some("later"));
         assert_eq!(a.thread(tok(1), 40).unwrap().name, None);
@@ -596,10 +859,10 @@ mod tests {
     fn another_tag_on_an_open_record_starts_a_new_thread() {
         let a = Accounts::new();
         a.acquired(tok(1), 10);
-        assert!(a.tag(tok(1), 5));
+        assert_eq!(a.tag(tok(1), 5, true, 11), Ok(()));
         a.released(tok(1), Release::Voluntary, 20); // then dropped unseen
         a.acquired(tok(1), 100); // a new thread with the same token
-        assert!(a.tag(tok(1), 6));
+        assert_eq!(a.tag(tok(1), 6, true, 101), Ok(()));
         let all = a.all(150);
         assert_eq!(all.len(), 2);
         let (old, new) = (&all[0], &all[1]);
@@ -611,7 +874,7 @@ mod tests {
         assert_eq!((new.tag, new.alive, new.first_ns, new.acquisitions), (6, true, 100, 1));
         assert_eq!(new.hold_time, Duration::from_nanos(50));
         // The same tag again changes nothing.
-        assert!(a.tag(tok(1), 6));
+        assert_eq!(a.tag(tok(1), 6, true, 140), Ok(()));
         assert_eq!(a.all(150).len(), 2);
     }
 
@@ -635,8 +898,8 @@ mod tests {
         let a = Accounts::new();
         a.acquired(tok(1), 10);
         a.wait_start(tok(2), 11);
-        a.drop_requested(tok(1), Some(tok(2)), 12);
-        a.drop_requested(tok(1), None, 13); // the monitor asked
+        a.drop_requested(tok(1), Some(tok(2)));
+        a.drop_requested(tok(1), None); // the monitor asked
         assert_eq!(a.thread(tok(1), 20).unwrap().drop_requests_received, 2);
         assert_eq!(a.thread(tok(2), 20).unwrap().drop_requests_raised, 1);
     }
@@ -662,5 +925,128 @@ mod tests {
         b.acquired(tok(1), 20);
         assert_eq!(a.thread(tok(1), 30).unwrap().acquisitions, 1);
         assert_eq!(b.thread(tok(1), 30).unwrap().acquisitions, 2);
+    }
+
+    #[test]
+    fn a_name_makes_no_record_and_waits_for_the_next_one() {
+        let a = Accounts::new();
+        a.name(tok(1), "early".into());
+        a.name(tok(1), "renamed".into()); // replaces
+        assert!(a.thread(tok(1), 10).is_none());
+        assert!(a.all(10).is_empty());
+        assert_eq!(a.sizes(), (0, 1));
+        a.acquired(tok(1), 20);
+        let s = a.thread(tok(1), 30).unwrap();
+        assert_eq!((s.name.as_deref(), s.first_ns), (Some("renamed"), 20));
+        assert_eq!(a.sizes(), (1, 0), "the name went to the record");
+        // A live record is named directly.
+        a.name(tok(1), "later".into());
+        assert_eq!(a.thread(tok(1), 30).unwrap().name.as_deref(), Some("later"));
+        assert_eq!(a.sizes(), (1, 0));
+    }
+
+    #[test]
+    fn names_for_tokens_without_records_are_bounded() {
+        let a = Accounts::new();
+        a.name(tok(1), "first".into());
+        for t in 2..1_000_002 {
+            a.name(tok(t), format!("t{t}"));
+            if t % 1024 == 0 {
+                a.name(tok(3), "renamed often".into());
+            }
+        }
+        let (live, pending) = a.sizes();
+        assert_eq!(live, 0, "names make no records");
+        assert!(pending <= PENDING_NAMES_KEPT, "{pending} names kept");
+        {
+            let live = a.live();
+            assert!(live.pending.order.len() <= 2 * PENDING_NAMES_KEPT + 1);
+        }
+        assert!(a.all(0).is_empty());
+        // The oldest went first; the newest waits for its record.
+        a.acquired(tok(1), 10);
+        a.acquired(tok(1_000_001), 20);
+        assert_eq!(a.thread(tok(1), 30).unwrap().name, None);
+        assert_eq!(a.thread(tok(1_000_001), 30).unwrap().name.as_deref(), Some("t1000001"));
+    }
+
+    #[test]
+    fn a_restart_never_ends_a_record_before_it_began() {
+        let a = Accounts::new();
+        a.acquired(tok(1), 10);
+        a.stop(50);
+        // An event that raced with turning accounting off: its record
+        // begins after the off time.
+        a.acquired(tok(2), 70);
+        a.restart(80);
+        let s1 = a.thread(tok(1), 100).unwrap();
+        assert_eq!(
+            (s1.alive, s1.ended_ns, s1.hold_time),
+            (false, Some(50), Duration::from_nanos(40))
+        );
+        let s2 = a.thread(tok(2), 100).unwrap();
+        assert!(!s2.alive);
+        assert!(s2.ended_ns.is_some_and(|e| e >= s2.first_ns), "{s2:?}");
+        assert_eq!(s2.hold_time, Duration::ZERO, "no time while off");
+    }
+
+    #[test]
+    fn a_clock_reading_older_than_the_last_event_charges_nothing_twice() {
+        let a = Accounts::new();
+        a.acquired(tok(1), 100);
+        // Read before the acquisition's, reported after it.
+        a.released(tok(1), Release::Voluntary, 90);
+        let s = a.thread(tok(1), 150).unwrap();
+        assert_eq!((s.hold_time, s.call_time), (Duration::ZERO, Duration::from_nanos(50)));
+        a.released(tok(1), Release::Final, 95);
+        let s = a.thread(tok(1), 200).unwrap();
+        assert_eq!(s.ended_ns, Some(100));
+        assert!(s.wait_time + s.hold_time + s.call_time <= Duration::from_nanos(100 - s.first_ns));
+    }
+
+    #[test]
+    fn a_tag_from_another_thread_is_refused() {
+        let a = Accounts::new();
+        a.acquired(tok(1), 10);
+        a.tag(tok(1), 5, true, 11).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert_eq!(a.tag(tok(1), 6, false, 12), Err(GilError::ForeignThread));
+                assert_eq!(a.tag(tok(1), 5, false, 12), Err(GilError::ForeignThread));
+                assert_eq!(a.tag(tok(2), 6, false, 12), Err(GilError::UnknownThread));
+            });
+        });
+        let all = a.all(20);
+        assert_eq!(all.len(), 1, "not split");
+        assert_eq!((all[0].tag, all[0].alive), (5, true));
+        // Its thread's next event moves the record: then only that thread
+        // may tag it.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                a.released(tok(1), Release::Voluntary, 30);
+                a.acquired(tok(1), 40);
+                assert_eq!(a.tag(tok(1), 7, false, 41), Ok(()), "a new thread on the token");
+            });
+        });
+        assert_eq!(a.tag(tok(1), 8, false, 42), Err(GilError::ForeignThread));
+        assert_eq!(a.all(50).len(), 2);
+    }
+
+    #[test]
+    fn the_holder_without_a_record_begins_one_by_tagging() {
+        let a = Accounts::new();
+        assert_eq!(a.tag(tok(1), 9, false, 100), Err(GilError::UnknownThread));
+        assert_eq!(a.tag(tok(1), 9, true, 100), Ok(()));
+        let s = a.thread(tok(1), 150).unwrap();
+        assert_eq!((s.alive, s.first_ns, s.tag, s.acquisitions), (true, 100, 9, 0));
+        assert_eq!(s.hold_time, Duration::from_nanos(50));
+        a.released(tok(1), Release::Voluntary, 160);
+        a.acquired(tok(1), 170);
+        let s = a.thread(tok(1), 170).unwrap();
+        assert_eq!(
+            (s.hold_time, s.call_time, s.acquisitions),
+            (Duration::from_nanos(60), Duration::from_nanos(10), 1)
+        );
+        assert_eq!(a.all(170).len(), 1);
     }
 }

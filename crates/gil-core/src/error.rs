@@ -38,6 +38,12 @@ pub enum GilError {
     /// hook, the drop-request callback, an abort check), which would wait
     /// for the calling thread itself. Nothing changed.
     Reentrant,
+    /// `tag_thread` of a token with no accounting record (no event of it
+    /// while accounting was on, and it does not hold the lock).
+    UnknownThread,
+    /// `tag_thread` from a thread other than the one that made the token's
+    /// latest accounting event: a record has one writer. Nothing changed.
+    ForeignThread,
 }
 
 impl fmt::Display for GilError {
@@ -74,6 +80,10 @@ impl fmt::Display for GilError {
             GilError::Aborted => f.write_str("the wait for the lock was aborted by the caller's check"),
             GilError::Reentrant => f.write_str(
                 "called from inside one of the lock's own callbacks (event hook, drop-request callback, abort check)",
+            ),
+            GilError::UnknownThread => f.write_str("the token has no accounting record"),
+            GilError::ForeignThread => f.write_str(
+                "the token's accounting record belongs to another thread (tag it from the thread using the token)",
             ),
         }
     }

@@ -141,7 +141,10 @@ pub unsafe extern "C" fn gil_get_thread_stats(
 /// Calls `callback(user_data, stats)` for every thread's accounting — the
 /// live records and the kept ended ones, in the order they began — from a
 /// snapshot taken first, so the callback may call the lock's functions.
-/// Stops early when the callback returns non-zero. Any thread.
+/// Stops early when the callback returns non-zero. The callback runs with
+/// the thread's cancellation disabled: a pending deferred `pthread_cancel`
+/// is acted on at the thread's next cancellation point after this call
+/// returns, not inside it. Any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock; `callback` is NULL or a function that
@@ -163,6 +166,9 @@ pub unsafe extern "C" fn gil_foreach_thread_stats(
                 .as_deref()
                 .map(|n| std::ffi::CString::new(n.split('\0').next().unwrap_or("")).unwrap_or_default());
             let c = to_c(&s, name.as_ref().map_or(ptr::null(), |n| n.as_ptr()));
+            // A forced unwind (a cancellation acted on inside the callback)
+            // cannot cross this function's frames.
+            let _no_cancel = gil_core::NoCancel::new();
             // SAFETY: the caller promised a callback accepting `user_data`
             // and a pointer valid for the call (`c` and `name` outlive it).
             if unsafe { callback(user_data, &c) } != 0 {
@@ -174,10 +180,22 @@ pub unsafe extern "C" fn gil_foreach_thread_stats(
 }
 
 /// Attaches a number of the host's (e.g. the OS thread id) to `token`'s
-/// current accounting record, to tell threads apart after they end (tag
-/// after an acquisition). `GIL_ERR_UNKNOWN_THREAD` if the token has no
-/// current record (no event of it since accounting was turned on). Any
-/// thread.
+/// current accounting record, to tell threads apart after they end. Call
+/// it from the thread using the token, after an acquisition; a different
+/// number on an open record ends it and starts a new thread's (the token
+/// was reused). Tagging again with the same number is cheap (a look in the
+/// thread's own cache).
+///
+/// If `token` holds the lock and has no record — accounting was turned on
+/// while it held the lock — its record begins now: holding the lock,
+/// tagged, with no acquisition counted (the acquisition came before the
+/// record). A holder that turns accounting on and wants to be measured
+/// from then calls this right after `gil_set_thread_stats(gil, true)`.
+///
+/// `GIL_ERR_UNKNOWN_THREAD` if the token has no current record and does
+/// not hold the lock (or accounting is off); `GIL_ERR_FOREIGN_THREAD` from
+/// a thread other than the one that made the token's latest accounting
+/// event (a record has one writer). Nothing changes on an error.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock.
@@ -186,17 +204,17 @@ pub unsafe extern "C" fn gil_tag_thread(gil: *mut gil_t, token: *mut c_void, tag
     guard_result(|| {
         // SAFETY: forwarded from this function's contract.
         let gil = unsafe { lock_ref(gil) }?;
-        if gil.tag_thread(self::token(token)?, tag) {
-            Ok(())
-        } else {
-            Err(GIL_ERR_UNKNOWN_THREAD)
-        }
+        gil.tag_thread(self::token(token)?, tag).map_err(map_err)
     })
 }
 
 /// Names `token` for every observer: its accounting record, and its row in
 /// the running trace if there is one (as `gil_trace_name_thread`). Bytes
-/// that are not UTF-8 show as replacement characters.
+/// that are not UTF-8 show as replacement characters. A token without a
+/// current accounting record gets none from this (`gil_get_thread_stats`
+/// still says `GIL_ERR_UNKNOWN_THREAD`): the name waits for the token's
+/// next record, e.g. its first acquisition; the last 1024 names waiting so
+/// are kept, the oldest dropped, and a rename replaces.
 /// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any thread.
 ///
 /// # Safety

@@ -51,12 +51,15 @@ pub enum gil_result_t {
     /// `gil_get_thread_stats` of a token with no accounting record (no
     /// event of it while accounting was on, or its record was dropped).
     GIL_ERR_UNKNOWN_THREAD = 15,
+    /// `gil_tag_thread` from a thread other than the one using the token
+    /// (the one that made its latest accounting event); nothing changed.
+    GIL_ERR_FOREIGN_THREAD = 16,
 }
 pub use gil_result_t::*;
 
 impl gil_result_t {
     /// Every code, for turning a number back into one.
-    pub(crate) const ALL: [gil_result_t; 16] = [
+    pub(crate) const ALL: [gil_result_t; 17] = [
         GIL_OK,
         GIL_ERR_NULL_ARGUMENT,
         GIL_ERR_NOT_HOLDER,
@@ -73,6 +76,7 @@ impl gil_result_t {
         GIL_ERR_UNKNOWN_PRESET,
         GIL_ERR_UNKNOWN_HOOK,
         GIL_ERR_UNKNOWN_THREAD,
+        GIL_ERR_FOREIGN_THREAD,
     ];
 
     /// The code numbered `n`, if there is one.
@@ -99,6 +103,7 @@ impl gil_result_t {
             GIL_ERR_UNKNOWN_PRESET => c"unknown preset name",
             GIL_ERR_UNKNOWN_HOOK => c"no such event hook is installed on this lock",
             GIL_ERR_UNKNOWN_THREAD => c"no accounting record for this thread",
+            GIL_ERR_FOREIGN_THREAD => c"the token's accounting record belongs to another thread",
         }
     }
 }
@@ -129,6 +134,8 @@ pub(crate) fn map_err(e: GilError) -> gil_result_t {
         GilError::Reentrant => GIL_ERR_REENTRANT,
         GilError::InvalidEventMask(_) => GIL_ERR_INVALID_ARGUMENT,
         GilError::UnknownHook(_) => GIL_ERR_UNKNOWN_HOOK,
+        GilError::UnknownThread => GIL_ERR_UNKNOWN_THREAD,
+        GilError::ForeignThread => GIL_ERR_FOREIGN_THREAD,
         _ => GIL_ERR_PANIC,
     }
 }

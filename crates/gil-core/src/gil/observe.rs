@@ -159,9 +159,14 @@ impl Gil {
 
     /// Turns per-thread accounting on or off (see [`accounting`](crate::accounting)).
     /// Turning it on again keeps what was recorded, but ends the records
-    /// still open: a thread may have ended unseen while it was off (and
-    /// its token be reused); threads still alive start new records at
-    /// their next event.
+    /// still open where it was turned off (or where they began, if later):
+    /// a thread may have ended unseen while it was off (and its token be
+    /// reused); threads still alive start new records at their next event.
+    /// No time while it was off is charged.
+    ///
+    /// The thread holding the lock when accounting is turned on has no
+    /// record until its next event; to be measured from now, it calls
+    /// [`tag_thread`](Self::tag_thread) with its token right after.
     pub fn set_thread_stats(&self, on: bool) {
         let _serial = self.observers_serial();
         let was = self.thread_stats_enabled();
@@ -178,10 +183,11 @@ impl Gil {
         self.inner.hot.instr.load(Relaxed) & INSTR_ACCT != 0
     }
 
-    /// `token`'s accounting: its current record, or if it has made its
-    /// final release, its last one (while kept, see
+    /// `token`'s accounting: its current record, or if it has ended, its
+    /// last one (while kept, see
     /// [`accounting::ENDED_KEPT`](crate::accounting::ENDED_KEPT)). `None` if
-    /// the token has had no event while accounting was on.
+    /// the token has had no event while accounting was on (a name alone
+    /// makes no record).
     pub fn thread_stats(&self, token: Token) -> Option<ThreadStats> {
         self.accounts().thread(token, now_ns())
     }
@@ -194,20 +200,39 @@ impl Gil {
 
     /// Attaches a number of the host's to `token`'s current accounting
     /// record (CPython: the thread's ident), to tell threads apart after
-    /// they end; the next life of the token starts without it. `false` if
-    /// the token has no current record (no event of it since accounting was
-    /// turned on): tag after an acquisition, from the thread using the
-    /// token (it may split the record, see
+    /// they end; the next life of the token starts without it. Call it
+    /// from the thread using the token, after an acquisition. A different
+    /// number on an open record ends it and starts a new thread's (see
     /// [`accounting`](crate::accounting)). Re-tagging with the same number
-    /// from that thread is a look in its own cache: cheap enough for every
+    /// is a look in the thread's own cache: cheap enough for every
     /// acquisition.
-    pub fn tag_thread(&self, token: Token, tag: u64) -> bool {
-        self.accounts().tag(token, tag)
+    ///
+    /// If `token` holds the lock and has no record (accounting was turned
+    /// on while it held the lock), its record begins now: holding the lock,
+    /// tagged, with no acquisition counted (the acquisition came before the
+    /// record). This is how the holder is measured from the moment it turns
+    /// accounting on.
+    ///
+    /// # Errors
+    /// [`GilError::UnknownThread`] if `token` has no current record and
+    /// does not hold the lock (or accounting is off);
+    /// [`GilError::ForeignThread`] if another thread made the record's
+    /// latest event (a record has one writer: a tag from elsewhere could
+    /// split it while its thread updates it). Nothing changes.
+    pub fn tag_thread(&self, token: Token, tag: u64) -> Result<(), GilError> {
+        // Exact for the calling token: only its own thread stores it in
+        // `owner` (see `check_not_holder`).
+        let holder = self.thread_stats_enabled() && self.inner.hot.owner.load(Relaxed) == token.get();
+        self.accounts().tag(token, tag, holder, now_ns())
     }
 
     /// Names `token`'s accounting record (see [`tag_thread`](Self::tag_thread)).
+    /// A token without a current record gets no record from it: the name
+    /// waits for the token's next record (the last
+    /// [`accounting::PENDING_NAMES_KEPT`](crate::accounting::PENDING_NAMES_KEPT)
+    /// such names are kept; a rename replaces).
     pub fn name_thread(&self, token: Token, name: impl Into<String>) {
-        self.accounts().name(token, name.into(), now_ns());
+        self.accounts().name(token, name.into());
     }
 
     /// Names an accounting record tagged `tag` (see
@@ -346,7 +371,7 @@ impl Gil {
         }
         let now = now_ns();
         if instr & INSTR_ACCT != 0 {
-            self.accounts().drop_requested(asked, by, now);
+            self.accounts().drop_requested(asked, by);
         }
         if instr & INSTR_HOOK != 0 {
             self.emit(EventKind::DropRequested, || Event {

@@ -954,6 +954,191 @@ static void test_name_by_tag(void) {
     rmdir(dir);
 }
 
+/* ---- accounting: names, the holder's record, foreign tags, cancellation -- */
+
+static void expect_exit(pid_t pid, const char *what);
+static volatile int lsan_off;
+
+/* Counts the records and those inconsistent: ending before they begin, or
+   charged more time than they lived (up to `now` for a live one). */
+struct record_check {
+    uint64_t now;
+    size_t records, inconsistent;
+    const void *want; /* a token whose name to copy, or NULL */
+    char name[32];
+};
+
+static int check_record(void *user_data, const gil_thread_stats_t *s) {
+    struct record_check *c = user_data;
+    uint64_t end = s->alive ? c->now : s->ended_ns;
+    c->records++;
+    if (s->first_ns > end || s->wait_ns + s->hold_ns + s->call_ns > end - s->first_ns) c->inconsistent++;
+    if (s->token == c->want && s->name != NULL) snprintf(c->name, sizeof c->name, "%s", s->name);
+    return 0;
+}
+
+static struct record_check check_records(gil_t *gil, const void *want) {
+    struct record_check c;
+    memset(&c, 0, sizeof c);
+    c.want = want;
+    c.now = gil_now_ns();
+    CHECK_RESULT(gil_foreach_thread_stats(gil, check_record, &c), GIL_OK);
+    return c;
+}
+
+/* A name alone makes no record: a named token that never used the lock is
+   unknown and not listed, however many are named (the names wait, the last
+   1024 kept, for the tokens' first events). */
+static void test_names_make_no_records(void) {
+    enum { NAMED = 5000 };
+    static char tokens[NAMED];
+    gil_t *gil = new_gil(300, NULL, NULL);
+    CHECK_RESULT(gil_set_thread_stats(gil, true), GIL_OK);
+    for (int i = 0; i < NAMED; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "named %d", i);
+        CHECK_RESULT(gil_name_thread(gil, &tokens[i], name), GIL_OK);
+    }
+    /* On, off, a name, on: nothing to end before it began. */
+    CHECK_RESULT(gil_set_thread_stats(gil, false), GIL_OK);
+    CHECK_RESULT(gil_name_thread(gil, &tokens[1], "named while off"), GIL_OK);
+    CHECK_RESULT(gil_set_thread_stats(gil, true), GIL_OK);
+    gil_thread_stats_t s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    CHECK_RESULT(gil_get_thread_stats(gil, &tokens[0], &s), GIL_ERR_UNKNOWN_THREAD);
+    CHECK_RESULT(gil_get_thread_stats(gil, &tokens[1], &s), GIL_ERR_UNKNOWN_THREAD);
+    CHECK_RESULT(gil_get_thread_stats(gil, &tokens[NAMED - 1], &s), GIL_ERR_UNKNOWN_THREAD);
+    CHECK(check_records(gil, NULL).records == 0);
+    /* The newest name went to its token's record; the oldest was dropped. */
+    for (int i = 0; i < NAMED; i += NAMED - 1) {
+        CHECK_RESULT(gil_acquire(gil, &tokens[i]), GIL_OK);
+        CHECK_RESULT(gil_release(gil, &tokens[i], GIL_RELEASE_FINAL), GIL_OK);
+    }
+    struct record_check c = check_records(gil, &tokens[NAMED - 1]);
+    CHECK(c.records == 2 && c.inconsistent == 0);
+    CHECK(strcmp(c.name, "named 4999") == 0);
+    c = check_records(gil, &tokens[0]);
+    CHECK(c.name[0] == '\0');
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
+/* The holder that turns accounting on is measured from then once it tags
+   its token: a CPU-bound stretch right after reads as held time. */
+static void test_holder_tags_itself(void) {
+    gil_t *gil = new_gil(300, NULL, NULL);
+    int me = 0, other = 0;
+    CHECK_RESULT(gil_acquire(gil, &me), GIL_OK);
+    CHECK_RESULT(gil_tag_thread(gil, &me, 1), GIL_ERR_UNKNOWN_THREAD); /* accounting off */
+    CHECK_RESULT(gil_set_thread_stats(gil, true), GIL_OK);
+    gil_thread_stats_t s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    CHECK_RESULT(gil_get_thread_stats(gil, &me, &s), GIL_ERR_UNKNOWN_THREAD);
+    CHECK_RESULT(gil_tag_thread(gil, &other, 2), GIL_ERR_UNKNOWN_THREAD); /* not the holder */
+    uint64_t before = gil_now_ns();
+    CHECK_RESULT(gil_tag_thread(gil, &me, 1), GIL_OK);
+    CHECK_RESULT(gil_get_thread_stats(gil, &me, &s), GIL_OK);
+    CHECK(s.alive == 1 && s.tag == 1 && s.acquisitions == 0 && s.first_ns >= before);
+    uint64_t first = s.first_ns;
+    while (gil_now_ns() <= first) {
+    } /* CPU-bound */
+    CHECK_RESULT(gil_get_thread_stats(gil, &me, &s), GIL_OK);
+    CHECK(s.hold_ns > 0 && s.wait_ns == 0 && s.call_ns == 0);
+    CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_FINAL), GIL_OK);
+    CHECK_RESULT(gil_get_thread_stats(gil, &me, &s), GIL_OK);
+    CHECK(s.alive == 0 && s.first_ns == first && s.ended_ns >= first && s.hold_ns <= s.ended_ns - first);
+    struct record_check c = check_records(gil, NULL);
+    CHECK(c.records == 1 && c.inconsistent == 0);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
+struct foreign_tag {
+    gil_t *gil;
+    void *token;
+    gil_result_t got;
+};
+
+static void *tag_from_elsewhere(void *arg) {
+    struct foreign_tag *f = arg;
+    f->got = gil_tag_thread(f->gil, f->token, 99);
+    return NULL;
+}
+
+/* A record has one writer: a tag from a thread other than the token's is
+   refused, and the record is left whole. */
+static void test_foreign_tag_refused(void) {
+    gil_t *gil = new_gil(300, NULL, NULL);
+    CHECK_RESULT(gil_set_thread_stats(gil, true), GIL_OK);
+    int me = 0;
+    CHECK_RESULT(gil_acquire(gil, &me), GIL_OK);
+    CHECK_RESULT(gil_tag_thread(gil, &me, 1), GIL_OK);
+    struct foreign_tag f = {gil, &me, GIL_OK};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, tag_from_elsewhere, &f) == 0);
+    pthread_join(th, NULL);
+    CHECK_RESULT(f.got, GIL_ERR_FOREIGN_THREAD);
+    CHECK(strcmp(gil_result_str(GIL_ERR_FOREIGN_THREAD), "unknown result code") != 0);
+    gil_thread_stats_t s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    CHECK_RESULT(gil_get_thread_stats(gil, &me, &s), GIL_OK);
+    CHECK(s.tag == 1 && s.alive == 1);
+    CHECK(check_records(gil, NULL).records == 1);
+    CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_VOLUNTARY), GIL_OK);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
+struct cancel_foreach {
+    gil_t *gil;
+    atomic_int calls;
+    atomic_int returned;
+};
+
+static int cancel_point_in_callback(void *user_data, const gil_thread_stats_t *s) {
+    (void)s;
+    atomic_fetch_add((atomic_int *)user_data, 1);
+    pthread_testcancel(); /* a cancellation point, with a cancel pending */
+    return 0;
+}
+
+static void *foreach_with_cancel_pending(void *arg) {
+    struct cancel_foreach *c = arg;
+    int token = 0;
+    if (gil_acquire(c->gil, &token) != GIL_OK || gil_release(c->gil, &token, GIL_RELEASE_VOLUNTARY) != GIL_OK)
+        return NULL;
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
+    pthread_cancel(pthread_self()); /* pending: no cancellation point until the callback's */
+    gil_result_t r = gil_foreach_thread_stats(c->gil, cancel_point_in_callback, &c->calls);
+    atomic_store(&c->returned, r == GIL_OK ? 1 : 2);
+    for (;;) pthread_testcancel();
+}
+
+/* A thread with a pending deferred cancel that reaches a cancellation point
+   inside a gil_foreach_thread_stats callback is not cancelled there (a
+   forced unwind through the library aborts the process) but at its next
+   cancellation point after the call. In a child, since the failure is an
+   abort. */
+static void test_cancel_in_foreach_callback(void) {
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        lsan_off = 1;
+        gil_t *gil = new_gil(1000, NULL, NULL);
+        if (gil_set_thread_stats(gil, true) != GIL_OK) _exit(2);
+        struct cancel_foreach c = {gil, 0, 0};
+        pthread_t th;
+        if (pthread_create(&th, NULL, foreach_with_cancel_pending, &c) != 0) _exit(3);
+        void *ret = NULL;
+        if (pthread_join(th, &ret) != 0) _exit(4);
+        if (ret != PTHREAD_CANCELED) _exit(5);
+        if (atomic_load(&c.calls) != 1 || atomic_load(&c.returned) != 1) _exit(6);
+        _exit(gil_free(gil) == GIL_OK ? 0 : 7);
+    }
+    if (pid > 0) expect_exit(pid, "cancel in a foreach callback");
+}
+
 /* A ring trace keeps the last events. */
 static void test_ring_trace(void) {
     char dir[] = "/tmp/gil-ring-XXXXXX";
@@ -1543,6 +1728,10 @@ int main(void) {
         {"trace_same_path_twice", test_trace_same_path_twice},
         {"trace_start_while_stop_writes", test_trace_start_while_stop_writes},
         {"trace_with_cancel_pending", test_trace_with_cancel_pending},
+        {"names_make_no_records", test_names_make_no_records},
+        {"holder_tags_itself", test_holder_tags_itself},
+        {"foreign_tag_refused", test_foreign_tag_refused},
+        {"cancel_in_foreach_callback", test_cancel_in_foreach_callback},
         {"fork_in_threaded_process", test_fork_in_threaded_process},
         {"reentrant_calls", test_reentrant_calls},
         {"fork_children_end", test_fork_children_end},

@@ -7,6 +7,16 @@
  * in _out and are written only on success; a thread is named by a non-NULL
  * opaque token (void *) that the library never dereferences; no call
  * unwinds into C.
+ *
+ * Cancellation (Linux): every callback the library runs (the gil_event_cb
+ * hooks, the gil_drop_request_cb, the gil_abort_cb of gil_acquire_or_abort,
+ * the callbacks of the gil_foreach_* functions) runs with the calling
+ * thread's cancellation disabled, as waiting for the lock does: a
+ * cancellation point reached inside one (write, printf, pthread_testcancel)
+ * does not act there, and a pending deferred pthread_cancel acts at the
+ * thread's next cancellation point after the library call returns. A
+ * thread with asynchronous cancellation must switch to deferred around
+ * calls on the lock.
  */
 
 #ifndef GIL_H
@@ -185,7 +195,10 @@ typedef uint32_t gil_policy_t;
 // per-thread state. It must be short and must not block. Calls on the same
 // lock from inside it that would wait (acquire, release, hooks, traces,
 // free) return `GIL_ERR_REENTRANT` instead of deadlocking. It may be called
-// from any thread.
+// from any thread. It runs with the thread's cancellation disabled (see
+// "Cancellation" at the top of this header): a pending `pthread_cancel` of
+// the waiter acts at its next cancellation point after `gil_acquire` (or
+// `gil_acquire_or_abort`) returns.
 typedef void (*gil_drop_request_cb)(void *user_data,
                                     void *holder);
 
@@ -228,7 +241,9 @@ typedef struct {
 
 // Called as `callback(user_data)` by `gil_acquire_or_abort` each time a
 // switch interval passes without getting the lock; non-zero gives up. Same
-// restrictions as `gil_drop_request_cb`.
+// restrictions as `gil_drop_request_cb`, and also run with cancellation
+// disabled: a pending `pthread_cancel` acts at the thread's next
+// cancellation point after `gil_acquire_or_abort` returns.
 typedef bool (*gil_abort_cb)(void *user_data);
 
 // A reason for `gil_release`: one of the `GIL_RELEASE_*` values.
@@ -255,13 +270,18 @@ typedef struct {
 // thread it happens on, sometimes under the lock's internal mutex: it must
 // be short and must not block. Calls on the same lock from inside it that
 // would wait return `GIL_ERR_REENTRANT`. It may be called from any thread.
+// It runs with the thread's cancellation disabled (see "Cancellation" at
+// the top of this header): a pending `pthread_cancel` acts at the thread's
+// next cancellation point after the library call returns.
 typedef void (*gil_event_cb)(void *user_data,
                              const gil_event_t *event);
 
 // A set of `GIL_EVENT_MASK_*` bits: which events a hook wants.
 typedef uint32_t gil_event_mask_t;
 
-// The handle of a hook added with `gil_add_event_hook`; never 0.
+// The handle of a hook added with `gil_add_event_hook`; never 0. Unique in
+// the process: no two hooks, of one lock or of two, share a handle, so
+// another lock's handle removes nothing.
 typedef uint64_t gil_hook_id_t;
 
 // Histograms of one lock, filled by `gil_get_histograms`. Bucket `i`
@@ -647,7 +667,8 @@ gil_result_t gil_reinit_after_fork(gil_t *gil,
 // events in `mask` (`GIL_EVENT_MASK_*` bits), beside any hooks and trace
 // already running: each event goes to every hook that wants it, in the
 // order they were added. `*id_out` = the handle that removes it
-// (`gil_remove_event_hook`). `GIL_ERR_NULL_ARGUMENT` for a NULL callback
+// (`gil_remove_event_hook`). Waits for no running hook.
+// `GIL_ERR_NULL_ARGUMENT` for a NULL callback
 // or `id_out`; `GIL_ERR_INVALID_ARGUMENT` for a mask that is 0 or has bits
 // outside `GIL_EVENT_MASK_ALL`; `GIL_ERR_REENTRANT` from inside one of the
 // lock's callbacks. Nothing changes on error. Any thread.
@@ -663,10 +684,12 @@ gil_result_t gil_add_event_hook(gil_t *gil,
                                 gil_hook_id_t *id_out);
 
 // Removes the hook `id` (from `gil_add_event_hook`). Returns once no
-// thread is still inside it, so the caller may free its user data.
-// `GIL_ERR_UNKNOWN_HOOK` if no such hook is installed (e.g. removed
-// already); `GIL_ERR_REENTRANT` from inside one of the lock's callbacks (it
-// would wait for itself). Any thread.
+// thread is still inside it, so the caller may free its user data; it
+// waits for that hook only, not for other hooks running meanwhile.
+// `GIL_ERR_UNKNOWN_HOOK` if no such hook is installed on this lock (removed
+// already, or another lock's); a running trace's hook is never reached by
+// any handle. `GIL_ERR_REENTRANT` from inside one of the lock's callbacks
+// (it would wait for itself). Any thread.
 //
 // # Safety
 // `gil` is NULL or a live lock.

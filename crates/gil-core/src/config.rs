@@ -20,7 +20,10 @@ pub const MAX_SWITCH_INTERVAL_US: u64 = 3_600_000_000;
 /// the token it is given still holds the lock — so the host may touch the
 /// holder's per-thread state (CPython sets a bit in its eval breaker). It
 /// must be short; calls on the same lock from inside it that would wait
-/// return [`GilError::Reentrant`] instead of deadlocking.
+/// return [`GilError::Reentrant`] instead of deadlocking. It runs with the
+/// thread's cancellation disabled ([`NoCancel`](crate::NoCancel)): a
+/// pending `pthread_cancel` of the waiter acts at its next cancellation
+/// point after the lock's call returns.
 pub type DropRequestCallback = Arc<dyn Fn(Token) + Send + Sync + 'static>;
 
 /// The scheduling policy: who gets the lock next, and when a holder is asked

@@ -5,9 +5,16 @@
 //! [`Gil::add_event_hook`](crate::Gil::add_event_hook) for the kinds in its
 //! [`EventMask`] and removed by the [`HookId`] that returned
 //! ([`Gil::set_event_hook`](crate::Gil::set_event_hook) keeps one
-//! replaceable hook of all kinds, as before). A trace, a profiler and a
+//! replaceable hook of all kinds, as before). A hook that no other code
+//! may remove (a trace's) is added with
+//! [`Gil::add_owned_event_hook`](crate::Gil::add_owned_event_hook): its
+//! [`OwnedHook`] is the only way to remove it. A trace, a profiler and a
 //! host's own hook run side by side; each event is built once and given to
 //! every hook that wants it, in the order they were added.
+//!
+//! Adding a hook waits for nothing; removing one waits only for the calls
+//! of that hook still running (so that what it uses may be freed), not for
+//! other hooks: a hook that blocks delays no edit but its own removal.
 //! Without a hook (or histograms) the lock pays nothing: observers set the
 //! lock word's `INSTR` bit, which makes the uncontended compare-and-swaps
 //! fail over to instrumented paths (see `gil/mod.rs` and
@@ -18,7 +25,10 @@
 //! lock's internal mutex (a waiter's [`EventKind::WaitStart`], a
 //! [`EventKind::DropRequested`]), so a hook must be short and must not
 //! block. Calls on the same lock from inside a hook that would wait for it
-//! return [`GilError::Reentrant`](crate::GilError::Reentrant).
+//! return [`GilError::Reentrant`](crate::GilError::Reentrant). A hook runs
+//! with the thread's cancellation disabled (see [`NoCancel`](crate::NoCancel)):
+//! a pending `pthread_cancel` is acted on at the thread's next cancellation
+//! point after the lock's call returns, not inside the hook.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, OnceLock};
@@ -190,7 +200,9 @@ impl std::fmt::Debug for EventMask {
 }
 
 /// The handle of a hook added with [`Gil::add_event_hook`](crate::Gil::add_event_hook):
-/// what removes it. Unique per lock for the life of the process.
+/// what removes it. Numbers come from one counter for the whole process, so
+/// no two hooks, of one lock or of two, ever share one: a handle of another
+/// lock, or of a hook already removed, removes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HookId(u64);
 
@@ -207,31 +219,93 @@ impl HookId {
     }
 }
 
+/// The handle of a hook added with
+/// [`Gil::add_owned_event_hook`](crate::Gil::add_owned_event_hook), and the
+/// only way to remove it
+/// ([`Gil::remove_owned_event_hook`](crate::Gil::remove_owned_event_hook)):
+/// it cannot be copied, cloned or made from a number, and
+/// [`Gil::remove_event_hook`](crate::Gil::remove_event_hook) of any
+/// [`HookId`] never reaches its hook. For a hook that other code on the
+/// lock must not remove (a trace's). Dropping it leaves the hook installed
+/// for the life of the lock.
+#[must_use = "the hook can be removed only with this handle"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct OwnedHook(u64);
+
+impl OwnedHook {
+    /// The hook's number (never 0), for messages: no [`HookId`] of it
+    /// removes the hook.
+    pub const fn get(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The next hook's number, for every lock in the process (see [`HookId`]).
+static NEXT_HOOK: AtomicU64 = AtomicU64::new(1);
+
+/// One installed hook.
+struct Entry {
+    number: u64,
+    /// Added with `add_owned`: only an [`OwnedHook`] removes it.
+    owned: bool,
+    mask: EventMask,
+    hook: EventHook,
+    /// Emitters inside the hook, or deciding whether to enter it.
+    calls: AtomicUsize,
+    /// Set by the removal before it waits for `calls`: no call enters after.
+    removed: AtomicBool,
+}
+
+impl Entry {
+    /// Runs the hook unless it has been removed. Counted in `calls` first,
+    /// then `removed` read: a removal stores `removed`, then reads `calls`
+    /// (all `SeqCst`), so either this call sees the flag and stays out, or
+    /// the removal sees it counted and waits for it to leave.
+    fn call(&self, ev: &Event) {
+        self.calls.fetch_add(1, SeqCst);
+        if !self.removed.load(SeqCst) {
+            // A panicking hook must not unwind through the lock's internals,
+            // nor keep the other hooks from the event.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.hook)(ev)));
+        }
+        self.calls.fetch_sub(1, SeqCst);
+    }
+}
+
 /// The installed hooks: an immutable list, replaced whole when a hook is
 /// added or removed.
 struct Hooks {
-    entries: Vec<(HookId, EventMask, EventHook)>,
+    entries: Vec<Arc<Entry>>,
     /// The union of the entries' masks.
     mask: EventMask,
+    /// The list retired before this one (see `HookList::retired`).
+    next_retired: AtomicPtr<Hooks>,
 }
 
 /// The hooks of one lock, added and removed at any time, with a guarantee
 /// callers of C hooks need: once a removal returns, no thread is still
 /// inside the hook removed, so the host may free what that hook uses.
 ///
-/// Emitters announce themselves in `inflight` *before* loading the list;
-/// an edit swaps the list and then waits for `inflight` to reach zero. An
-/// emitter that loaded the old list was counted before the swap, so the
-/// wait covers it; one that starts after the swap loads the new list.
+/// Two things are waited for, separately. The *hook*: each entry counts
+/// the emitters inside it and has a `removed` flag (see [`Entry::call`]);
+/// a removal waits for its own entry only, so a hook that runs long delays
+/// no edit of the others. The *list's memory*: emitters announce
+/// themselves in `readers` before loading the list and leave after its
+/// last hook; an edit swaps the list and retires the old one, freed once
+/// `readers` is seen at zero after the swap (an emitter that loaded it
+/// was counted before the swap) — by that edit, a later one, or the last
+/// emitter to leave. Nobody waits for that.
 /// Edits are serialised by `editing`, a flag rather than a mutex so that a
 /// fork child can clear it (a mutex held by a thread lost in the fork could
 /// never be taken again).
 pub(crate) struct HookList {
     list: AtomicPtr<Hooks>,
-    inflight: AtomicUsize,
+    readers: AtomicUsize,
+    /// Replaced lists an emitter may still be reading, linked through
+    /// `next_retired`. Changed only under `editing`.
+    retired: AtomicPtr<Hooks>,
     editing: AtomicBool,
-    next_id: AtomicU64,
-    /// The hook installed through `set_event_hook`, 0 if none.
+    /// The number of the hook installed through `set_event_hook`, 0 if none.
     replaceable: AtomicU64,
 }
 
@@ -248,83 +322,150 @@ impl HookList {
     pub(crate) fn new() -> HookList {
         HookList {
             list: AtomicPtr::new(std::ptr::null_mut()),
-            inflight: AtomicUsize::new(0),
+            readers: AtomicUsize::new(0),
+            retired: AtomicPtr::new(std::ptr::null_mut()),
             editing: AtomicBool::new(false),
-            next_id: AtomicU64::new(1),
             replaceable: AtomicU64::new(0),
         }
     }
 
     /// Calls each hook that wants `kind` with `event()` (built once, only
-    /// if some hook wants it).
-    pub(crate) fn emit(&self, kind: EventKind, event: impl FnOnce() -> Event) {
-        self.inflight.fetch_add(1, SeqCst);
+    /// if some hook wants it), with `enter()`'s value alive around the
+    /// calls (made only then).
+    pub(crate) fn emit<G>(&self, kind: EventKind, enter: impl FnOnce() -> G, event: impl FnOnce() -> Event) {
+        self.readers.fetch_add(1, SeqCst);
         let p = self.list.load(SeqCst);
         if !p.is_null() {
-            // SAFETY: `p` came from `Box::into_raw` in `replace`, which frees
-            // it only after the swap *and* after `inflight` (which counts
-            // this call, registered before the load) dropped to zero.
+            // SAFETY: `p` came from `Box::into_raw` in `replace`; it is freed
+            // only after it was swapped out *and* `readers` was seen at zero
+            // after that, and this call was counted before the load.
             let hooks = unsafe { &*p };
             if hooks.mask.contains(kind) {
+                let _entered = enter();
                 let ev = event();
-                for (_, mask, hook) in &hooks.entries {
-                    if mask.contains(kind) {
-                        // A panicking hook must not unwind through the lock's
-                        // internals, nor keep the other hooks from the event.
-                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&ev)));
+                for entry in &hooks.entries {
+                    if entry.mask.contains(kind) {
+                        entry.call(&ev);
                     }
                 }
             }
         }
-        self.inflight.fetch_sub(1, SeqCst);
+        if self.readers.fetch_sub(1, SeqCst) == 1 && !self.retired.load(SeqCst).is_null() {
+            // The last reader out frees what the edits retired, unless an
+            // edit is under way (it frees them itself, or the next one does).
+            if self.editing.compare_exchange(false, true, SeqCst, SeqCst).is_ok() {
+                let _edit = Editing(&self.editing);
+                self.reclaim();
+            }
+        }
     }
 
     /// Adds `hook` for the kinds in `mask` (not empty: the caller checks).
     pub(crate) fn add(&self, hook: EventHook, mask: EventMask) -> HookId {
         let _edit = self.edit();
-        let id = HookId(self.next_id.fetch_add(1, SeqCst));
-        self.replace(|entries| entries.push((id, mask, hook)));
-        id
+        HookId(self.add_locked(hook, mask, false))
     }
 
-    /// Removes the hook `id`; `false` if no such hook is installed. Returns
-    /// once no thread runs it.
-    pub(crate) fn remove(&self, id: HookId) -> bool {
+    /// Adds `hook` for the kinds in `mask`, removable only by the handle
+    /// returned.
+    pub(crate) fn add_owned(&self, hook: EventHook, mask: EventMask) -> OwnedHook {
         let _edit = self.edit();
-        self.remove_locked(id)
+        OwnedHook(self.add_locked(hook, mask, true))
+    }
+
+    /// Removes the hook `id` (not an owned one); `false` if no such hook is
+    /// installed. Returns once no thread runs it.
+    pub(crate) fn remove(&self, id: HookId) -> bool {
+        let entry = self.detach(id.0, false);
+        entry.map(Self::wait_out).is_some()
+    }
+
+    /// Removes the owned hook `hook`; gives it back if it is not one of
+    /// this list's. Returns once no thread runs it.
+    pub(crate) fn remove_owned(&self, hook: OwnedHook) -> Result<(), OwnedHook> {
+        match self.detach(hook.0, true) {
+            Some(entry) => {
+                Self::wait_out(entry);
+                Ok(())
+            }
+            None => Err(hook),
+        }
     }
 
     /// Replaces the hook installed through this call (`Gil::set_event_hook`),
-    /// leaving the others; `None` only removes it.
+    /// leaving the others; `None` only removes it. Returns once no thread
+    /// runs the hook replaced.
     pub(crate) fn set_replaceable(&self, hook: Option<EventHook>) {
-        let _edit = self.edit();
-        let old = HookId(self.replaceable.swap(0, SeqCst));
-        if old.0 != 0 {
-            self.remove_locked(old);
-        }
-        if let Some(hook) = hook {
-            let id = HookId(self.next_id.fetch_add(1, SeqCst));
-            self.replace(|entries| entries.push((id, EventMask::ALL, hook)));
-            self.replaceable.store(id.0, SeqCst);
+        let old = {
+            let _edit = self.edit();
+            let old = self.replaceable.swap(0, SeqCst);
+            let old = if old == 0 { None } else { self.detach_locked(old, false) };
+            if let Some(hook) = hook {
+                let number = self.add_locked(hook, EventMask::ALL, false);
+                self.replaceable.store(number, SeqCst);
+            }
+            old
+        };
+        if let Some(entry) = old {
+            Self::wait_out(entry);
         }
     }
 
-    fn remove_locked(&self, id: HookId) -> bool {
-        let mut found = false;
-        self.replace(|entries| {
-            let before = entries.len();
-            entries.retain(|(i, _, _)| *i != id);
-            found = entries.len() != before;
+    /// Under `edit()`: adds an entry, returns its number.
+    fn add_locked(&self, hook: EventHook, mask: EventMask, owned: bool) -> u64 {
+        let number = NEXT_HOOK.fetch_add(1, SeqCst);
+        let entry = Arc::new(Entry {
+            number,
+            owned,
+            mask,
+            hook,
+            calls: AtomicUsize::new(0),
+            removed: AtomicBool::new(false),
         });
-        if found && self.replaceable.load(SeqCst) == id.0 {
+        self.replace(|entries| entries.push(entry));
+        number
+    }
+
+    /// Takes the hook `number` (owned or not, as `owned` says) out of the
+    /// list; its entry, to wait for, or `None` if it is not installed.
+    fn detach(&self, number: u64, owned: bool) -> Option<Arc<Entry>> {
+        let _edit = self.edit();
+        self.detach_locked(number, owned)
+    }
+
+    /// `detach` under `edit()`.
+    fn detach_locked(&self, number: u64, owned: bool) -> Option<Arc<Entry>> {
+        let cur = self.list.load(SeqCst);
+        if cur.is_null() {
+            return None;
+        }
+        // SAFETY: only edits free the list, and this is one.
+        let hooks = unsafe { &*cur };
+        let entry = hooks
+            .entries
+            .iter()
+            .find(|e| e.number == number && e.owned == owned)?
+            .clone();
+        entry.removed.store(true, SeqCst);
+        self.replace(|entries| entries.retain(|e| !Arc::ptr_eq(e, &entry)));
+        if self.replaceable.load(SeqCst) == number {
             self.replaceable.store(0, SeqCst);
         }
-        found
+        Some(entry)
+    }
+
+    /// Waits until no thread runs a detached entry's hook (none can enter
+    /// it any more: see [`Entry::call`]). Not under `edit()`: a removal
+    /// waits for its own hook, never blocking edits of the others.
+    fn wait_out(entry: Arc<Entry>) {
+        while entry.calls.load(SeqCst) != 0 {
+            std::thread::yield_now();
+        }
     }
 
     /// Builds the next list from the current one with `edit`, publishes it,
-    /// and frees the old one once no emitter can be using it. Under `edit()`.
-    fn replace(&self, edit: impl FnOnce(&mut Vec<(HookId, EventMask, EventHook)>)) {
+    /// and retires the old one. Under `edit()`.
+    fn replace(&self, edit: impl FnOnce(&mut Vec<Arc<Entry>>)) {
         let cur = self.list.load(SeqCst);
         let mut entries = if cur.is_null() {
             Vec::new()
@@ -336,18 +477,37 @@ impl HookList {
         let new = if entries.is_empty() {
             std::ptr::null_mut()
         } else {
-            let mask = entries.iter().fold(EventMask(0), |m, (_, k, _)| m | *k);
-            Box::into_raw(Box::new(Hooks { entries, mask }))
+            let mask = entries.iter().fold(EventMask(0), |m, e| m | e.mask);
+            Box::into_raw(Box::new(Hooks {
+                entries,
+                mask,
+                next_retired: AtomicPtr::new(std::ptr::null_mut()),
+            }))
         };
         let old = self.list.swap(new, SeqCst);
-        while self.inflight.load(SeqCst) != 0 {
-            std::thread::yield_now();
-        }
         if !old.is_null() {
-            // SAFETY: `old` came from `Box::into_raw` here; it is no longer
-            // reachable through `list`, and no emitter is still using it
-            // (see the type's docs).
-            drop(unsafe { Box::from_raw(old) });
+            // SAFETY: `old` came from `Box::into_raw` here and is freed only
+            // by `reclaim`, after this.
+            unsafe { &*old }.next_retired.store(self.retired.load(SeqCst), SeqCst);
+            self.retired.store(old, SeqCst);
+        }
+        self.reclaim();
+    }
+
+    /// Frees the retired lists if no emitter can be reading one. Under
+    /// `edit()`, so after every list on `retired` was swapped out of `list`:
+    /// an emitter that loaded one counted itself in `readers` before that
+    /// swap, and stays counted until it has left the list.
+    fn reclaim(&self) {
+        if self.readers.load(SeqCst) != 0 {
+            return;
+        }
+        let mut p = self.retired.swap(std::ptr::null_mut(), SeqCst);
+        while !p.is_null() {
+            // SAFETY: from `Box::into_raw` in `replace`, unreachable through
+            // `list` and `retired`, and no emitter reads it (see above).
+            let hooks = unsafe { Box::from_raw(p) };
+            p = hooks.next_retired.load(SeqCst);
         }
     }
 
@@ -362,8 +522,16 @@ impl HookList {
     /// or editing the list, in the parent do not exist here and will never
     /// leave.
     pub(crate) fn reset_after_fork(&self) {
-        self.inflight.store(0, SeqCst);
+        self.readers.store(0, SeqCst);
         self.editing.store(false, SeqCst);
+        let p = self.list.load(SeqCst);
+        if !p.is_null() {
+            // SAFETY: the child's only thread is here: nothing frees the list.
+            for entry in &unsafe { &*p }.entries {
+                entry.calls.store(0, SeqCst);
+            }
+        }
+        self.reclaim();
     }
 
     /// Whether any hook is installed.
@@ -391,5 +559,7 @@ impl Drop for HookList {
             // SAFETY: `&mut self`: no emitter can be running.
             drop(unsafe { Box::from_raw(p) });
         }
+        // Every emitter has left: `readers` is zero.
+        self.reclaim();
     }
 }

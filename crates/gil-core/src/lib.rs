@@ -148,7 +148,7 @@ pub use config::{
     STARVATION_INTERVALS,
 };
 pub use error::GilError;
-pub use events::{now_ns, Event, EventHook, EventKind, EventMask, HookId};
+pub use events::{now_ns, Event, EventHook, EventKind, EventMask, HookId, OwnedHook};
 pub use gil::{monitor_wakeups, Counters, Gil};
 pub use reason::ReleaseReason;
 pub use stats::{HistogramSnapshot, Histograms, FINE_SUB_BUCKETS, HISTOGRAM_BUCKETS, HISTOGRAM_FINE_BUCKETS};

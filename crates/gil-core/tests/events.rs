@@ -2,7 +2,7 @@
 #![cfg(not(gil_loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -353,4 +353,145 @@ fn a_panicking_hook_does_not_keep_the_next_from_its_events() {
     gil.acquire(tok(1)).unwrap();
     gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
     assert_eq!(sink.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn a_handle_of_one_lock_removes_nothing_on_another() {
+    let (a, b) = (Gil::new(GilConfig::new()).unwrap(), Gil::new(GilConfig::new()).unwrap());
+    let (seen_a, seen_b) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    let id_a = a.add_event_hook(collector(&seen_a), EventMask::ALL).unwrap();
+    let id_b = b.add_event_hook(collector(&seen_b), EventMask::ALL).unwrap();
+    assert_eq!(b.remove_event_hook(id_a), Err(GilError::UnknownHook(id_a.get())));
+    assert_eq!(b.event_hooks(), 1, "b's hook is still installed");
+    b.acquire(tok(1)).unwrap();
+    b.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    assert_eq!(seen_b.lock().unwrap().len(), 2, "b's hook still runs");
+    assert_ne!(id_a, id_b, "no two hooks in the process share a handle");
+    a.remove_event_hook(id_a).unwrap();
+    b.remove_event_hook(id_b).unwrap();
+}
+
+#[test]
+fn an_owned_hook_is_out_of_reach_of_every_handle() {
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let owned = gil.add_owned_event_hook(collector(&seen), EventMask::ALL).unwrap();
+    // A later hook's number bounds every number given out before it.
+    let probe = gil.add_event_hook(collector(&seen), EventMask::ACQUIRED).unwrap();
+    gil.remove_event_hook(probe).unwrap();
+    for n in 1..=probe.get() + 1000 {
+        assert_eq!(
+            gil.remove_event_hook(HookId::from_raw(n)),
+            Err(GilError::UnknownHook(n)),
+            "a guessed handle removed something"
+        );
+    }
+    gil.set_event_hook(None).unwrap();
+    assert_eq!(gil.event_hooks(), 1);
+    gil.acquire(tok(1)).unwrap();
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 2, "the owned hook still runs");
+
+    // Another lock does not take it, and gives it back.
+    let other = Gil::new(GilConfig::new()).unwrap();
+    let (owned, err) = other.remove_owned_event_hook(owned).unwrap_err();
+    assert_eq!(err, GilError::UnknownHook(owned.get()));
+    gil.remove_owned_event_hook(owned).unwrap();
+    assert!(!gil.has_event_hook());
+}
+
+#[test]
+fn editing_hooks_does_not_wait_for_another_running_hook() {
+    let gil = Arc::new(Gil::new(GilConfig::new()).unwrap());
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    // Blocks until released (once: a closed channel lets later calls by).
+    let blocking = gil
+        .add_event_hook(
+            Arc::new(move |_: &Event| {
+                let _ = entered_tx.send(());
+                let _ = release_rx.lock().unwrap().recv();
+            }),
+            EventMask::ACQUIRED,
+        )
+        .unwrap();
+    let later = Arc::new(Mutex::new(Vec::new()));
+    let b = gil.add_event_hook(collector(&later), EventMask::ALL).unwrap();
+    let emitter = {
+        let gil = gil.clone();
+        thread::spawn(move || gil.acquire(tok(1)).unwrap())
+    };
+    entered_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the blocking hook ran");
+    let (done_tx, done_rx) = mpsc::channel();
+    let editor = {
+        let (gil, seen) = (gil.clone(), Arc::new(Mutex::new(Vec::new())));
+        thread::spawn(move || {
+            let c = gil.add_event_hook(collector(&seen), EventMask::ALL).unwrap();
+            gil.remove_event_hook(b).unwrap();
+            gil.remove_event_hook(c).unwrap();
+            done_tx.send(()).unwrap();
+        })
+    };
+    // A failure detector only: the edits need no time from the hook.
+    let edited = done_rx.recv_timeout(Duration::from_secs(30));
+    release_tx.send(()).unwrap();
+    drop(release_tx);
+    emitter.join().unwrap();
+    editor.join().unwrap();
+    assert!(
+        edited.is_ok(),
+        "adding or removing a hook waited for another hook still running"
+    );
+    // The emitter was blocked in the first hook when `b` was removed: it
+    // never entered `b`.
+    assert!(later.lock().unwrap().is_empty(), "a removed hook ran after its removal");
+    gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+    gil.remove_event_hook(blocking).unwrap();
+}
+
+#[test]
+fn no_hook_runs_after_its_removal_while_events_flow() {
+    let gil = Arc::new(Gil::new(GilConfig::new().switch_interval_us(100)).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = [1, 2]
+        .into_iter()
+        .map(|n| {
+            let (gil, stop) = (gil.clone(), stop.clone());
+            thread::spawn(move || {
+                while !stop.load(SeqCst) {
+                    gil.acquire(tok(n)).unwrap();
+                    gil.release(tok(n), ReleaseReason::Voluntary).unwrap();
+                }
+            })
+        })
+        .collect();
+    let late_calls = Arc::new(AtomicUsize::new(0));
+    let keep = gil.add_event_hook(Arc::new(|_: &Event| {}), EventMask::ALL).unwrap();
+    for _ in 0..300 {
+        let removed = Arc::new(AtomicBool::new(false));
+        let (r, late) = (removed.clone(), late_calls.clone());
+        let id = gil
+            .add_event_hook(
+                Arc::new(move |_: &Event| {
+                    if r.load(SeqCst) {
+                        late.fetch_add(1, SeqCst);
+                    }
+                }),
+                EventMask::ALL,
+            )
+            .unwrap();
+        thread::yield_now();
+        gil.remove_event_hook(id).unwrap();
+        removed.store(true, SeqCst);
+    }
+    stop.store(true, SeqCst);
+    for w in workers {
+        w.join().unwrap();
+    }
+    gil.remove_event_hook(keep).unwrap();
+    assert_eq!(late_calls.load(SeqCst), 0, "a hook ran after its removal returned");
+    assert!(!gil.has_event_hook());
 }

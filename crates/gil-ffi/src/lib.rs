@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use gil_core::trace::{TraceFormat, TraceSession};
 use gil_core::{
-    Event, EventKind, EventMask, Gil, GilConfig, GilError, HookId, Policy, ReleaseReason, ThreadStats, Token,
+    Event, EventKind, EventMask, Gil, GilConfig, GilError, HookId, OwnedHook, Policy, ReleaseReason, ThreadStats, Token,
 };
 
 mod accounting;

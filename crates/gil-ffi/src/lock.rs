@@ -21,12 +21,17 @@ pub const GIL_RELEASE_FINAL: gil_release_reason_t = 2;
 /// per-thread state. It must be short and must not block. Calls on the same
 /// lock from inside it that would wait (acquire, release, hooks, traces,
 /// free) return `GIL_ERR_REENTRANT` instead of deadlocking. It may be called
-/// from any thread.
+/// from any thread. It runs with the thread's cancellation disabled (see
+/// "Cancellation" at the top of this header): a pending `pthread_cancel` of
+/// the waiter acts at its next cancellation point after `gil_acquire` (or
+/// `gil_acquire_or_abort`) returns.
 pub type gil_drop_request_cb = Option<unsafe extern "C" fn(user_data: *mut c_void, holder: *mut c_void)>;
 
 /// Called as `callback(user_data)` by `gil_acquire_or_abort` each time a
 /// switch interval passes without getting the lock; non-zero gives up. Same
-/// restrictions as `gil_drop_request_cb`.
+/// restrictions as `gil_drop_request_cb`, and also run with cancellation
+/// disabled: a pending `pthread_cancel` acts at the thread's next
+/// cancellation point after `gil_acquire_or_abort` returns.
 pub type gil_abort_cb = Option<unsafe extern "C" fn(user_data: *mut c_void) -> bool>;
 
 /// A lock. Opaque: create with `gil_new`, destroy with `gil_free`.
@@ -38,7 +43,7 @@ pub struct gil_t {
 
 /// A trace in progress: its hook on the lock and the file it goes to.
 pub(crate) struct Tracing {
-    pub(crate) hook: HookId,
+    pub(crate) hook: OwnedHook,
     pub(crate) session: TraceSession,
 }
 
@@ -329,7 +334,7 @@ pub unsafe extern "C" fn gil_reinit_after_fork(gil: *mut gil_t, token: *mut c_vo
         let tracing = old.into_inner().unwrap_or_else(PoisonError::into_inner);
         handle.gil.reinit_after_fork(token);
         if let Some(Tracing { hook, session }) = tracing {
-            handle.gil.remove_event_hook(hook).map_err(map_err)?;
+            handle.gil.remove_owned_event_hook(hook).map_err(|(_, e)| map_err(e))?;
             session.discard_after_fork();
         }
         Ok(())

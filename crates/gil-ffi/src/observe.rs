@@ -40,6 +40,9 @@ pub struct gil_event_t {
 /// thread it happens on, sometimes under the lock's internal mutex: it must
 /// be short and must not block. Calls on the same lock from inside it that
 /// would wait return `GIL_ERR_REENTRANT`. It may be called from any thread.
+/// It runs with the thread's cancellation disabled (see "Cancellation" at
+/// the top of this header): a pending `pthread_cancel` acts at the thread's
+/// next cancellation point after the library call returns.
 pub type gil_event_cb = Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const gil_event_t)>;
 
 /// Number of power-of-two buckets in each histogram of `gil_histograms_t`.
@@ -155,7 +158,9 @@ const _: () = assert!(
         && GIL_EVENT_MASK_ALL == EventMask::ALL.bits()
 );
 
-/// The handle of a hook added with `gil_add_event_hook`; never 0.
+/// The handle of a hook added with `gil_add_event_hook`; never 0. Unique in
+/// the process: no two hooks, of one lock or of two, share a handle, so
+/// another lock's handle removes nothing.
 pub type gil_hook_id_t = u64;
 
 impl EventCallback {
@@ -168,7 +173,8 @@ impl EventCallback {
 /// events in `mask` (`GIL_EVENT_MASK_*` bits), beside any hooks and trace
 /// already running: each event goes to every hook that wants it, in the
 /// order they were added. `*id_out` = the handle that removes it
-/// (`gil_remove_event_hook`). `GIL_ERR_NULL_ARGUMENT` for a NULL callback
+/// (`gil_remove_event_hook`). Waits for no running hook.
+/// `GIL_ERR_NULL_ARGUMENT` for a NULL callback
 /// or `id_out`; `GIL_ERR_INVALID_ARGUMENT` for a mask that is 0 or has bits
 /// outside `GIL_EVENT_MASK_ALL`; `GIL_ERR_REENTRANT` from inside one of the
 /// lock's callbacks. Nothing changes on error. Any thread.
@@ -202,10 +208,12 @@ pub unsafe extern "C" fn gil_add_event_hook(
 }
 
 /// Removes the hook `id` (from `gil_add_event_hook`). Returns once no
-/// thread is still inside it, so the caller may free its user data.
-/// `GIL_ERR_UNKNOWN_HOOK` if no such hook is installed (e.g. removed
-/// already); `GIL_ERR_REENTRANT` from inside one of the lock's callbacks (it
-/// would wait for itself). Any thread.
+/// thread is still inside it, so the caller may free its user data; it
+/// waits for that hook only, not for other hooks running meanwhile.
+/// `GIL_ERR_UNKNOWN_HOOK` if no such hook is installed on this lock (removed
+/// already, or another lock's); a running trace's hook is never reached by
+/// any handle. `GIL_ERR_REENTRANT` from inside one of the lock's callbacks
+/// (it would wait for itself). Any thread.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock.

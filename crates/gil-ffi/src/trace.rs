@@ -97,7 +97,7 @@ pub unsafe extern "C" fn gil_trace_start_ex(
         }
         let hook = handle
             .gil
-            .add_event_hook(session.tracer().hook(), EventMask::ALL)
+            .add_owned_event_hook(session.tracer().hook(), EventMask::ALL)
             .map_err(map_err)?;
         *tracing = Some(Tracing { hook, session });
         Ok(())
@@ -169,15 +169,12 @@ pub unsafe extern "C" fn gil_trace_stop(gil: *mut gil_t, events_out: *mut u64) -
         let Some(Tracing { hook, session }) = tracing.take() else {
             return Err(GIL_ERR_NOT_TRACING);
         };
-        // The trace is written whatever the removal says: another caller
-        // may have removed the hook by its handle already.
-        let removed = handle.gil.remove_event_hook(hook);
+        // The trace is written whatever the removal says (its hook is
+        // owned: no handle of gil_remove_event_hook reaches it).
+        let removed = handle.gil.remove_owned_event_hook(hook);
         drop(tracing);
         let events = session.finish().map_err(|_| GIL_ERR_IO)?;
-        match removed {
-            Ok(()) | Err(GilError::UnknownHook(_)) => {}
-            Err(e) => return Err(map_err(e)),
-        }
+        removed.map_err(|(_, e)| map_err(e))?;
         if !events_out.is_null() {
             // SAFETY: non-NULL, writable by this function's contract.
             unsafe { events_out.write(events as u64) };

@@ -5,6 +5,14 @@
 //! them would wait for itself. Such calls return [`GilError::Reentrant`](crate::GilError::Reentrant)
 //! instead of hanging.
 //!
+//! Every callback also runs with the thread's cancellation disabled
+//! ([`NoCancel`]): a cancellation point reached inside one (`write`,
+//! `printf`, `pthread_testcancel`) with a deferred `pthread_cancel` pending
+//! would unwind through the lock's frames, its internal mutex held, and
+//! abort the process at the library's panic boundary. The request stays
+//! pending and is acted on at the thread's next cancellation point after
+//! the lock's call returns.
+//!
 //! The record is per OS thread and costs nothing on the paths with no
 //! observer: it is written only around a callback and read only on paths
 //! that a call from inside a callback necessarily takes (a callback runs
@@ -14,6 +22,7 @@
 use std::cell::Cell;
 
 use super::Gil;
+use crate::cancel::NoCancel;
 use crate::sync::thread_local;
 
 /// How many nested callbacks (of different locks) a thread can be inside
@@ -28,10 +37,12 @@ thread_local! {
     static INSIDE: Cell<[usize; DEPTH]> = Cell::new([0; DEPTH]);
 }
 
-/// Marks the calling thread as inside one of a lock's callbacks until it is
-/// dropped (also when the callback unwinds).
+/// Marks the calling thread as inside one of a lock's callbacks, with its
+/// cancellation disabled, until it is dropped (also when the callback
+/// unwinds).
 pub(super) struct Inside {
     slot: Option<usize>,
+    _no_cancel: NoCancel,
 }
 
 impl Drop for Inside {
@@ -50,6 +61,7 @@ impl Gil {
     /// Call before running a callback of this lock; keep the result alive
     /// for as long as the callback runs.
     pub(super) fn enter_callback(&self) -> Inside {
+        let no_cancel = NoCancel::new();
         let id = self.id();
         let slot = INSIDE.with(|c| {
             let mut locks = c.get();
@@ -58,7 +70,10 @@ impl Gil {
             c.set(locks);
             Some(free)
         });
-        Inside { slot }
+        Inside {
+            slot,
+            _no_cancel: no_cancel,
+        }
     }
 
     /// Whether the calling thread is inside one of this lock's callbacks

@@ -205,7 +205,9 @@ impl Gil {
     ///
     /// `should_abort` runs under the lock's internal mutex: it must be short;
     /// calls on this lock from inside it that would wait return
-    /// [`GilError::Reentrant`].
+    /// [`GilError::Reentrant`]. It runs with the thread's cancellation
+    /// disabled ([`NoCancel`](crate::NoCancel)): a pending `pthread_cancel`
+    /// acts at the thread's next cancellation point after this returns.
     pub fn acquire_or_abort(&self, token: Token, should_abort: &mut dyn FnMut() -> bool) -> Result<(), GilError> {
         self.check_not_holder(token)?;
         if self.try_fast(token) {

@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::word::INSTR;
 use super::{bump, saturating_nanos, Gil};
 use crate::accounting::Release;
-use crate::events::{now_ns, Event, EventHook, EventKind, EventMask, HookId};
+use crate::events::{now_ns, Event, EventHook, EventKind, EventMask, HookId, OwnedHook};
 use crate::reason::ReleaseReason;
 use crate::stats::Histograms;
 use crate::ThreadStats;
@@ -33,8 +33,10 @@ impl Drop for ObserversSerial<'_> {
 
 impl Gil {
     /// Adds `hook` for the kinds of event in `mask`, beside any hooks
-    /// already installed, and returns the handle that removes it. See
-    /// [`events`](crate::events) for where hooks run.
+    /// already installed, and returns the handle that removes it (unique in
+    /// the process: another lock's handle removes nothing here). See
+    /// [`events`](crate::events) for where hooks run. Waits for no running
+    /// hook.
     ///
     /// # Errors
     /// [`GilError::InvalidEventMask`] for an empty mask (a hook that would
@@ -58,19 +60,67 @@ impl Gil {
 
     /// Removes the hook `id` added with [`add_event_hook`](Self::add_event_hook).
     /// Returns once no thread is still running it, so whatever it used may
-    /// be freed.
+    /// be freed; it waits for that hook only, not for other hooks running
+    /// meanwhile. The hook (the closure) is dropped once no thread can
+    /// reach it any more: at once, or when the last thread still running
+    /// another hook of this lock leaves it.
     ///
     /// # Errors
-    /// [`GilError::UnknownHook`] if no such hook is installed (e.g. it was
-    /// removed already); [`GilError::Reentrant`] from inside one of this
-    /// lock's callbacks (it would wait for itself to leave the hook).
-    /// Nothing changes.
+    /// [`GilError::UnknownHook`] if no such hook is installed on this lock
+    /// (it was removed already, it is another lock's, or it was added with
+    /// [`add_owned_event_hook`](Self::add_owned_event_hook));
+    /// [`GilError::Reentrant`] from inside one of this lock's callbacks (it
+    /// would wait for itself to leave the hook). Nothing changes.
     pub fn remove_event_hook(&self, id: HookId) -> Result<(), GilError> {
         if self.in_callback() {
             return Err(GilError::Reentrant);
         }
         if !self.inner.hook.remove(id) {
             return Err(GilError::UnknownHook(id.get()));
+        }
+        self.hooks_changed();
+        Ok(())
+    }
+
+    /// [`add_event_hook`](Self::add_event_hook) for a hook that only its
+    /// owner may remove: the [`OwnedHook`] returned is the only handle
+    /// that reaches it ([`remove_owned_event_hook`](Self::remove_owned_event_hook));
+    /// [`remove_event_hook`](Self::remove_event_hook) of any number says
+    /// [`GilError::UnknownHook`], and
+    /// [`set_event_hook`](Self::set_event_hook) leaves it alone. A trace's
+    /// hook is one.
+    ///
+    /// # Errors
+    /// As [`add_event_hook`](Self::add_event_hook).
+    pub fn add_owned_event_hook(&self, hook: EventHook, mask: EventMask) -> Result<OwnedHook, GilError> {
+        if mask.is_empty() {
+            return Err(GilError::InvalidEventMask(0));
+        }
+        if self.in_callback() {
+            return Err(GilError::Reentrant);
+        }
+        // As in add_event_hook.
+        self.set_instr(INSTR_HOOK, true);
+        let hook = self.inner.hook.add_owned(hook, mask);
+        self.hooks_changed();
+        Ok(hook)
+    }
+
+    /// Removes a hook added with
+    /// [`add_owned_event_hook`](Self::add_owned_event_hook), as
+    /// [`remove_event_hook`](Self::remove_event_hook) does.
+    ///
+    /// # Errors
+    /// The handle back with [`GilError::UnknownHook`] if it is another
+    /// lock's hook, or with [`GilError::Reentrant`] from inside one of this
+    /// lock's callbacks. Nothing changes.
+    pub fn remove_owned_event_hook(&self, hook: OwnedHook) -> Result<(), (OwnedHook, GilError)> {
+        if self.in_callback() {
+            return Err((hook, GilError::Reentrant));
+        }
+        if let Err(hook) = self.inner.hook.remove_owned(hook) {
+            let number = hook.get();
+            return Err((hook, GilError::UnknownHook(number)));
         }
         self.hooks_changed();
         Ok(())
@@ -279,8 +329,7 @@ impl Gil {
     /// Reports an event of `kind` to the hooks that want it, as a callback
     /// of this lock (see [`Gil::in_callback`]).
     pub(super) fn emit(&self, kind: EventKind, event: impl FnOnce() -> Event) {
-        let _inside = self.enter_callback();
-        self.inner.hook.emit(kind, event);
+        self.inner.hook.emit(kind, || self.enter_callback(), event);
     }
 
     /// Observers' share of an acquisition on a path that is not the fast

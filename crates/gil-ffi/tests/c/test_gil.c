@@ -9,6 +9,7 @@
 #include <gil.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1704,6 +1705,244 @@ static void test_cancel_while_waiting(void) {
     }
 }
 
+/* ---- pthread_cancel pending while the lock runs a callback ---------------- */
+
+/* Each test: a thread with a deferred cancel pending (pthread_cancel of
+   itself, which acts only at a cancellation point) enters a call on the
+   lock that runs one of the host's callbacks, and the callback reaches
+   cancellation points. Callbacks run with cancellation disabled: the call
+   returns, and the thread is cancelled at its next cancellation point after
+   it. Were the cancel acted on inside the callback, the forced unwind would
+   meet the library's panic boundary and abort the process: so each test
+   runs in a child. */
+
+struct cancel_cb {
+    gil_t *gil;
+    pthread_t target;       /* the thread with the pending cancel */
+    atomic_int reached;     /* callbacks the target ran */
+    atomic_int returned;    /* the target's library calls returned */
+    gil_result_t result;    /* what its call returned */
+    bool yielded;
+    int devnull;
+};
+
+/* Counts the call if the target runs it, then reaches cancellation points. */
+static bool cancel_cb_points(struct cancel_cb *c) {
+    if (!pthread_equal(pthread_self(), c->target)) return false;
+    atomic_fetch_add(&c->reached, 1);
+    if (write(c->devnull, "x", 1) < 0) { /* only the cancellation point matters */ }
+    pthread_testcancel();
+    return true;
+}
+
+static void cancel_point_hook(void *user_data, const gil_event_t *event) {
+    (void)event;
+    cancel_cb_points(user_data);
+}
+
+static bool cancel_point_abort(void *user_data) {
+    cancel_cb_points(user_data);
+    return true; /* give up */
+}
+
+static void cancel_point_drop_cb(void *user_data, void *holder) {
+    (void)holder;
+    cancel_cb_points(user_data);
+}
+
+/* Ends with the thread cancelled at its first cancellation point after the
+   library calls; `returned` says they returned. */
+static void *cancel_after(struct cancel_cb *c) {
+    atomic_store(&c->returned, 1);
+    pthread_testcancel();
+    return NULL; /* not reached */
+}
+
+static void *cancel_in_hook(void *arg) {
+    struct cancel_cb *c = arg;
+    c->target = pthread_self();
+    if (pthread_cancel(pthread_self()) != 0) return NULL;
+    c->result = gil_acquire(c->gil, c); /* the hook sees the acquisition */
+    if (c->result == GIL_OK) c->result = gil_release(c->gil, c, GIL_RELEASE_FINAL);
+    return cancel_after(c);
+}
+
+static void *cancel_in_abort_check(void *arg) {
+    struct cancel_cb *c = arg;
+    c->target = pthread_self();
+    if (pthread_cancel(pthread_self()) != 0) return NULL;
+    c->result = gil_acquire_or_abort(c->gil, c, cancel_point_abort, c);
+    return cancel_after(c);
+}
+
+/* A waiter that raises the drop request itself, after an interval. */
+static void *cancel_in_drop_cb_waiter(void *arg) {
+    struct cancel_cb *c = arg;
+    c->target = pthread_self();
+    if (pthread_cancel(pthread_self()) != 0) return NULL;
+    c->result = gil_acquire(c->gil, c);
+    if (c->result == GIL_OK) c->result = gil_release(c->gil, c, GIL_RELEASE_FINAL);
+    return cancel_after(c);
+}
+
+/* The holder's side: a holder answers a drop request with
+   gil_handle_drop_request, and re-acquiring, raises one on the new holder
+   itself. */
+static void *cancel_in_drop_cb_holder(void *arg) {
+    struct cancel_cb *c = arg;
+    c->target = pthread_self();
+    if (gil_acquire(c->gil, c) != GIL_OK) return NULL;
+    if (pthread_cancel(pthread_self()) != 0) return NULL;
+    atomic_store(&c->returned, -1); /* holds, cancel pending */
+    while (!gil_drop_requested(c->gil)) sched_yield();
+    c->result = gil_handle_drop_request(c->gil, c, &c->yielded);
+    if (c->result == GIL_OK) c->result = gil_release(c->gil, c, GIL_RELEASE_FINAL);
+    return cancel_after(c);
+}
+
+/* The other thread of the holder's-side test: takes the lock from the
+   target and keeps it until the target's callback has run. */
+static void *cancel_drop_cb_taker(void *arg) {
+    struct cancel_cb *c = arg;
+    int me = 0;
+    while (atomic_load(&c->returned) != -1) sched_yield();
+    if (gil_acquire(c->gil, &me) != GIL_OK) return (void *)1;
+    while (atomic_load(&c->reached) == 0) sched_yield();
+    return gil_release(c->gil, &me, GIL_RELEASE_FINAL) == GIL_OK ? NULL : (void *)1;
+}
+
+enum cancel_kind { CANCEL_HOOK, CANCEL_ABORT_CHECK, CANCEL_DROP_CB_WAITER, CANCEL_DROP_CB_HOLDER };
+
+/* In a child: the exit status says what went wrong (an abort if the
+   cancel acted inside the callback). */
+static int cancel_in_callback_child(enum cancel_kind kind) {
+    struct cancel_cb c = {0};
+    c.devnull = open("/dev/null", O_WRONLY);
+    if (c.devnull < 0) return 2;
+    gil_config_t config;
+    if (gil_config_init(&config) != GIL_OK) return 3;
+    config.switch_interval_us = 1000;
+    if (kind == CANCEL_DROP_CB_WAITER || kind == CANCEL_DROP_CB_HOLDER) {
+        config.on_drop_request = cancel_point_drop_cb;
+        config.user_data = &c;
+    }
+    if (gil_new(&config, &c.gil) != GIL_OK) return 4;
+    gil_hook_id_t hook = 0;
+    if (kind == CANCEL_HOOK &&
+        gil_add_event_hook(c.gil, cancel_point_hook, &c, GIL_EVENT_MASK_ACQUIRED | GIL_EVENT_MASK_RELEASED, &hook) !=
+            GIL_OK)
+        return 5;
+    int holder = 0;
+    bool hold = kind == CANCEL_ABORT_CHECK || kind == CANCEL_DROP_CB_WAITER;
+    if (hold && gil_acquire(c.gil, &holder) != GIL_OK) return 6;
+    void *(*body)(void *) = kind == CANCEL_HOOK           ? cancel_in_hook
+                            : kind == CANCEL_ABORT_CHECK  ? cancel_in_abort_check
+                            : kind == CANCEL_DROP_CB_WAITER ? cancel_in_drop_cb_waiter
+                                                          : cancel_in_drop_cb_holder;
+    pthread_t th, taker;
+    if (pthread_create(&th, NULL, body, &c) != 0) return 7;
+    if (kind == CANCEL_DROP_CB_HOLDER && pthread_create(&taker, NULL, cancel_drop_cb_taker, &c) != 0) return 8;
+    if (kind == CANCEL_DROP_CB_WAITER) {
+        while (atomic_load(&c.reached) == 0) sched_yield(); /* the waiter asked */
+        if (gil_release(c.gil, &holder, GIL_RELEASE_VOLUNTARY) != GIL_OK) return 9;
+    }
+    void *ret = NULL;
+    if (pthread_join(th, &ret) != 0) return 10;
+    if (ret != PTHREAD_CANCELED) return 11;      /* cancelled after the call */
+    if (atomic_load(&c.returned) != 1) return 12; /* ... not inside it */
+    if (atomic_load(&c.reached) < 1) return 13;   /* the callback did reach a cancellation point */
+    gil_result_t want = kind == CANCEL_ABORT_CHECK ? GIL_ERR_ABORTED : GIL_OK;
+    if (c.result != want) return 14;
+    if (kind == CANCEL_HOOK && atomic_load(&c.reached) < 2) return 15; /* acquired and released */
+    if (kind == CANCEL_DROP_CB_HOLDER) {
+        if (!c.yielded || pthread_join(taker, &ret) != 0 || ret != NULL) return 16;
+    }
+    if (kind == CANCEL_ABORT_CHECK && gil_release(c.gil, &holder, GIL_RELEASE_FINAL) != GIL_OK) return 17;
+    if (kind == CANCEL_HOOK && gil_remove_event_hook(c.gil, hook) != GIL_OK) return 18;
+    close(c.devnull);
+    return gil_free(c.gil) == GIL_OK ? 0 : 19;
+}
+
+static void cancel_in_callback(enum cancel_kind kind, const char *what) {
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        lsan_off = 1;
+        _exit(cancel_in_callback_child(kind));
+    }
+    if (pid > 0) expect_exit(pid, what);
+}
+
+static void test_cancel_in_hook(void) { cancel_in_callback(CANCEL_HOOK, "cancel pending in an event hook"); }
+
+static void test_cancel_in_abort_check(void) {
+    cancel_in_callback(CANCEL_ABORT_CHECK, "cancel pending in an abort check");
+}
+
+static void test_cancel_in_drop_cb_waiter(void) {
+    cancel_in_callback(CANCEL_DROP_CB_WAITER, "cancel pending in the drop-request callback of a waiter");
+}
+
+static void test_cancel_in_drop_cb_holder(void) {
+    cancel_in_callback(CANCEL_DROP_CB_HOLDER, "cancel pending in the drop-request callback of a holder");
+}
+
+/* ---- hook handles -------------------------------------------------------- */
+
+static void count_event(void *user_data, const gil_event_t *event) {
+    (void)event;
+    atomic_fetch_add((atomic_int *)user_data, 1);
+}
+
+/* A handle is one lock's: another lock's remove does not take it. */
+static void test_hook_handles_of_two_locks(void) {
+    gil_t *a = new_gil(1000, NULL, NULL), *b = new_gil(1000, NULL, NULL);
+    atomic_int seen_a = 0, seen_b = 0;
+    gil_hook_id_t id_a = 0, id_b = 0;
+    int me = 0;
+    CHECK_RESULT(gil_add_event_hook(a, count_event, &seen_a, GIL_EVENT_MASK_ALL, &id_a), GIL_OK);
+    CHECK_RESULT(gil_add_event_hook(b, count_event, &seen_b, GIL_EVENT_MASK_ALL, &id_b), GIL_OK);
+    CHECK_RESULT(gil_remove_event_hook(b, id_a), GIL_ERR_UNKNOWN_HOOK);
+    CHECK_RESULT(gil_acquire(b, &me), GIL_OK);
+    CHECK_RESULT(gil_release(b, &me, GIL_RELEASE_FINAL), GIL_OK);
+    CHECK(atomic_load(&seen_b) == 2); /* b's hook is still there */
+    CHECK(id_a != id_b);
+    CHECK_RESULT(gil_remove_event_hook(a, id_a), GIL_OK);
+    CHECK_RESULT(gil_remove_event_hook(b, id_b), GIL_OK);
+    CHECK_RESULT(gil_free(a), GIL_OK);
+    CHECK_RESULT(gil_free(b), GIL_OK);
+}
+
+/* No handle reaches a trace's own hook: after every guess the trace still
+   records. */
+static void test_trace_hook_out_of_reach(void) {
+    char path[] = "/tmp/gil-guess-XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    gil_t *gil = new_gil(1000, NULL, NULL);
+    atomic_int seen = 0;
+    gil_hook_id_t probe = 0;
+    int me = 0;
+    CHECK_RESULT(gil_trace_start(gil, path, NULL, 0), GIL_OK);
+    /* A later hook's handle bounds every handle given out before it. */
+    CHECK_RESULT(gil_add_event_hook(gil, count_event, &seen, GIL_EVENT_MASK_ALL, &probe), GIL_OK);
+    CHECK_RESULT(gil_remove_event_hook(gil, probe), GIL_OK);
+    int removed = 0;
+    for (gil_hook_id_t n = 1; n <= probe + 1000; n++) removed += gil_remove_event_hook(gil, n) != GIL_ERR_UNKNOWN_HOOK;
+    CHECK(removed == 0);
+    CHECK_RESULT(gil_set_event_hook(gil, NULL, NULL), GIL_OK);
+    CHECK_RESULT(gil_acquire(gil, &me), GIL_OK);
+    CHECK_RESULT(gil_release(gil, &me, GIL_RELEASE_FINAL), GIL_OK);
+    uint64_t events = 0;
+    CHECK_RESULT(gil_trace_stop(gil, &events), GIL_OK);
+    CHECK(events == 2); /* the trace still recorded */
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    unlink(path);
+}
+
 /* ---- driver ------------------------------------------------------------- */
 
 struct test {
@@ -1736,6 +1975,12 @@ int main(void) {
         {"reentrant_calls", test_reentrant_calls},
         {"fork_children_end", test_fork_children_end},
         {"cancel_while_waiting", test_cancel_while_waiting},
+        {"cancel_in_hook", test_cancel_in_hook},
+        {"cancel_in_abort_check", test_cancel_in_abort_check},
+        {"cancel_in_drop_cb_waiter", test_cancel_in_drop_cb_waiter},
+        {"cancel_in_drop_cb_holder", test_cancel_in_drop_cb_holder},
+        {"hook_handles_of_two_locks", test_hook_handles_of_two_locks},
+        {"trace_hook_out_of_reach", test_trace_hook_out_of_reach},
     };
     int passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

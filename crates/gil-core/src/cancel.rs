@@ -15,19 +15,20 @@
 //! and also when a guard re-enables cancellation; such a host must switch
 //! to deferred around calls on the lock (MicroPython's unix port does; see
 //! micropython/shim). Linux only (glibc, musl): elsewhere the guard does
-//! nothing.
+//! nothing, and so it does under loom, whose model threads share one OS
+//! thread (nested guards of two of them would restore out of order).
 
 /// Disables the calling thread's cancellation while it lives and restores
 /// the previous state when dropped (nested guards restore in turn).
 #[must_use = "cancellation is disabled only while the guard lives"]
 pub struct NoCancel {
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(gil_loom)))]
     old: libc::c_int,
     /// Not `Send`: the state belongs to the thread that made the guard.
     _thread: std::marker::PhantomData<*const ()>,
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(gil_loom)))]
 mod ffi {
     // glibc, musl and uClibc (<pthread.h>); the libc crate does not declare
     // these for Linux.
@@ -39,7 +40,7 @@ mod ffi {
 
 impl NoCancel {
     /// Disables cancellation of the calling thread until the guard is dropped.
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(gil_loom)))]
     #[inline]
     pub fn new() -> Self {
         let mut old = ffi::PTHREAD_CANCEL_DISABLE;
@@ -53,7 +54,7 @@ impl NoCancel {
     }
 
     /// Does nothing on this system (no deferred cancellation to keep out).
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(any(not(target_os = "linux"), gil_loom))]
     #[inline]
     pub fn new() -> Self {
         NoCancel {
@@ -71,7 +72,7 @@ impl Default for NoCancel {
 impl Drop for NoCancel {
     #[inline]
     fn drop(&mut self) {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(gil_loom)))]
         // SAFETY: restores the state saved by `new` on this same thread (the
         // guard is not `Send`).
         unsafe {

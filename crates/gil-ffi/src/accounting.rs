@@ -166,9 +166,8 @@ pub unsafe extern "C" fn gil_foreach_thread_stats(
                 .as_deref()
                 .map(|n| std::ffi::CString::new(n.split('\0').next().unwrap_or("")).unwrap_or_default());
             let c = to_c(&s, name.as_ref().map_or(ptr::null(), |n| n.as_ptr()));
-            // A forced unwind (a cancellation acted on inside the callback)
-            // cannot cross this function's frames.
-            let _no_cancel = gil_core::NoCancel::new();
+            // Cancellation is disabled here (`guard_result`): a forced
+            // unwind from inside the callback could not cross these frames.
             // SAFETY: the caller promised a callback accepting `user_data`
             // and a pointer valid for the call (`c` and `name` outlive it).
             if unsafe { callback(user_data, &c) } != 0 {

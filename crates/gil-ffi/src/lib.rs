@@ -10,6 +10,11 @@
 //!   callers compiled against an older header;
 //! - every exported body runs inside `catch_unwind`: a Rust panic becomes
 //!   `GIL_ERR_PANIC` (or a documented neutral value) and never unwinds into C;
+//! - every exported body runs with the thread's cancellation disabled
+//!   (`gil_core::NoCancel`), so that a deferred `pthread_cancel` is never
+//!   acted on inside the library, where its forced unwind would meet that
+//!   `catch_unwind` and abort; the hot calls (acquire, release, the
+//!   drop-request flag) disable it only around their waits and callbacks;
 //! - enum-like inputs are plain integers, checked on entry, so no C value
 //!   can become an invalid Rust enum.
 #![allow(non_camel_case_types, reason = "C names: the header is the interface")]
@@ -24,7 +29,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use gil_core::trace::{TraceFormat, TraceSession};
 use gil_core::{
-    Event, EventKind, EventMask, Gil, GilConfig, GilError, HookId, OwnedHook, Policy, ReleaseReason, ThreadStats, Token,
+    Event, EventKind, EventMask, Gil, GilConfig, GilError, HookId, NoCancel, OwnedHook, Policy, ReleaseReason,
+    ThreadStats, Token,
 };
 
 mod accounting;

@@ -168,7 +168,7 @@ pub unsafe extern "C" fn gil_free(gil: *mut gil_t) -> gil_result_t {
 /// `gil` is NULL or a live lock from `gil_new`.
 #[no_mangle]
 pub unsafe extern "C" fn gil_acquire(gil: *mut gil_t, token: *mut c_void) -> gil_result_t {
-    guard_result(|| {
+    guard_result_hot(|| {
         // SAFETY: forwarded from this function's contract.
         let gil = unsafe { lock_ref(gil) }?;
         gil.acquire(self::token(token)?).map_err(map_err)
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn gil_acquire_or_abort(
     should_abort: gil_abort_cb,
     user_data: *mut c_void,
 ) -> gil_result_t {
-    guard_result(|| {
+    guard_result_hot(|| {
         // SAFETY: forwarded from this function's contract.
         let gil = unsafe { lock_ref(gil) }?;
         let token = self::token(token)?;
@@ -210,7 +210,7 @@ pub unsafe extern "C" fn gil_acquire_or_abort(
 /// `gil` is NULL or a live lock; `acquired_out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gil_try_acquire(gil: *mut gil_t, token: *mut c_void, acquired_out: *mut bool) -> gil_result_t {
-    guard_result(|| {
+    guard_result_hot(|| {
         // SAFETY: forwarded from this function's contract.
         let gil = unsafe { lock_ref(gil) }?;
         let token = self::token(token)?;
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn gil_release(
     token: *mut c_void,
     reason: gil_release_reason_t,
 ) -> gil_result_t {
-    guard_result(|| {
+    guard_result_hot(|| {
         // SAFETY: forwarded from this function's contract.
         let gil = unsafe { lock_ref(gil) }?;
         let token = self::token(token)?;
@@ -259,7 +259,7 @@ pub unsafe extern "C" fn gil_release(
 #[no_mangle]
 pub unsafe extern "C" fn gil_drop_requested(gil: *const gil_t) -> bool {
     // SAFETY: forwarded from this function's contract.
-    guard(false, || unsafe { lock_ref(gil) }.is_ok_and(Gil::drop_requested))
+    guard_hot(false, || unsafe { lock_ref(gil) }.is_ok_and(Gil::drop_requested))
 }
 
 /// For hosts that poll: if a drop was requested, releases with
@@ -274,7 +274,7 @@ pub unsafe extern "C" fn gil_handle_drop_request(
     token: *mut c_void,
     yielded_out: *mut bool,
 ) -> gil_result_t {
-    guard_result(|| {
+    guard_result_hot(|| {
         // SAFETY: forwarded from this function's contract.
         let gil = unsafe { lock_ref(gil) }?;
         let yielded = gil.handle_drop_request(self::token(token)?).map_err(map_err)?;

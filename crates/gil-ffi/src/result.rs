@@ -108,17 +108,43 @@ impl gil_result_t {
     }
 }
 
-/// Runs `body`, turning a panic into `on_panic`.
+/// Runs `body` with the calling thread's cancellation disabled, turning a
+/// panic into `on_panic`. Every exported call but the lock's hot ones
+/// runs so: a deferred `pthread_cancel` acted on at a cancellation point
+/// inside the library (a file write, a callback, the `getrandom` behind a
+/// thread's first `HashMap`) would meet this `catch_unwind` and abort the
+/// process ("FATAL: exception not rethrown"); it is acted on after the
+/// call instead (see `gil_core::cancel`).
 pub(crate) fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
+    let _no_cancel = NoCancel::new();
+    guard_hot(on_panic, body)
+}
+
+/// Runs a fallible body as [`guard`] does, turning a panic into
+/// `GIL_ERR_PANIC`.
+pub(crate) fn guard_result(body: impl FnOnce() -> Result<(), gil_result_t>) -> gil_result_t {
+    guard(GIL_ERR_PANIC, || result_code(body()))
+}
+
+/// [`guard`] without touching cancellation, for the lock's hot calls
+/// (acquire, release, the drop-request flag): their only cancellation
+/// points, the condition-variable waits and the callbacks, disable it
+/// inside gil-core, and two `pthread_setcancelstate` calls would double
+/// the cost of an uncontended acquire and release.
+pub(crate) fn guard_hot<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(on_panic)
 }
 
-/// Runs a fallible body, turning a panic into `GIL_ERR_PANIC`.
-pub(crate) fn guard_result(body: impl FnOnce() -> Result<(), gil_result_t>) -> gil_result_t {
-    guard(GIL_ERR_PANIC, || match body() {
+/// [`guard_result`] for the hot calls (see [`guard_hot`]).
+pub(crate) fn guard_result_hot(body: impl FnOnce() -> Result<(), gil_result_t>) -> gil_result_t {
+    guard_hot(GIL_ERR_PANIC, || result_code(body()))
+}
+
+fn result_code(r: Result<(), gil_result_t>) -> gil_result_t {
+    match r {
         Ok(()) => GIL_OK,
         Err(code) => code,
-    })
+    }
 }
 
 pub(crate) fn map_err(e: GilError) -> gil_result_t {

@@ -1,7 +1,6 @@
 //! Traces written to a file (`gil_trace_*`).
 
 use super::*;
-use gil_core::NoCancel;
 
 /// Starts recording the lock's events, for a timeline written to `path`
 /// by `gil_trace_stop`. The format follows the file name: `.json` for
@@ -58,9 +57,6 @@ pub unsafe extern "C" fn gil_trace_start_ex(
     flags: u32,
 ) -> gil_result_t {
     guard_result(|| {
-        // Its file I/O, and a thread's first getrandom() (a HashMap's
-        // keys), are cancellation points: see gil_core::cancel.
-        let _no_cancel = NoCancel::new();
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
         if flags & !GIL_TRACE_RING != 0 {
@@ -120,9 +116,6 @@ pub unsafe extern "C" fn gil_trace_name_thread(
     name: *const c_char,
 ) -> gil_result_t {
     guard_result(|| {
-        // A thread's first getrandom() (a HashMap's keys) would be a
-        // cancellation point: see gil_core::cancel.
-        let _no_cancel = NoCancel::new();
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
         let token = self::token(token)?;
@@ -159,9 +152,6 @@ pub unsafe extern "C" fn gil_trace_name_thread(
 #[no_mangle]
 pub unsafe extern "C" fn gil_trace_stop(gil: *mut gil_t, events_out: *mut u64) -> gil_result_t {
     guard_result(|| {
-        // Its file I/O, and a thread's first getrandom() (a HashMap's
-        // keys), are cancellation points: see gil_core::cancel.
-        let _no_cancel = NoCancel::new();
         // SAFETY: forwarded from this function's contract.
         let handle = unsafe { handle_ref(gil) }?;
         handle.check_not_in_callback()?;

@@ -1342,6 +1342,67 @@ static void test_trace_with_cancel_pending(void) {
     rmdir(dir);
 }
 
+struct cancel_calls {
+    gil_result_t results[8];
+    atomic_int after;
+};
+
+static void *calls_with_cancel_pending(void *arg) {
+    struct cancel_calls *c = arg;
+    int self_token = 0;
+    gil_config_t config;
+    gil_t *gil = NULL;
+    gil_thread_stats_t stats;
+    pthread_cancel(pthread_self()); /* deferred: pending */
+    /* gil_new makes this thread's first HashMap: its keys come from
+       getrandom(), a cancellation point. */
+    c->results[0] = gil_config_init(&config);
+    c->results[1] = gil_new(&config, &gil);
+    if (c->results[1] != GIL_OK) return NULL;
+    c->results[2] = gil_set_thread_stats(gil, true);
+    c->results[3] = gil_acquire(gil, &self_token);
+    c->results[4] = gil_name_thread(gil, &self_token, "cancel pending");
+    stats.struct_size = sizeof stats;
+    c->results[5] = gil_get_thread_stats(gil, &self_token, &stats);
+    c->results[6] = gil_release(gil, &self_token, GIL_RELEASE_FINAL);
+    c->results[7] = gil_free(gil);
+    pthread_testcancel();
+    atomic_store(&c->after, 1);
+    return NULL;
+}
+
+/* Every call of the C ABI runs with cancellation disabled: a thread with
+   a pending cancel makes a lock, uses and frees it, and is cancelled at
+   its next cancellation point after the calls. In a child, since the
+   failure is an abort. */
+static void test_cancel_pending_across_calls(void) {
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct cancel_calls c;
+        for (size_t i = 0; i < sizeof c.results / sizeof c.results[0]; i++) c.results[i] = GIL_ERR_PANIC;
+        atomic_init(&c.after, 0);
+        pthread_t th;
+        void *ret = NULL;
+        if (pthread_create(&th, NULL, calls_with_cancel_pending, &c) != 0 || pthread_join(th, &ret) != 0) _exit(2);
+        if (ret != PTHREAD_CANCELED || atomic_load(&c.after)) _exit(3);
+        for (size_t i = 0; i < sizeof c.results / sizeof c.results[0]; i++) {
+            if (c.results[i] != GIL_OK) _exit(10 + (int)i);
+        }
+        _exit(0);
+    }
+    if (pid > 0) {
+        int status = 0;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "  child: %s %d\n", WIFSIGNALED(status) ? "signal" : "exit status",
+                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+            checks_failed_in_test++;
+        }
+    }
+}
+
 /* ---- fork ---------------------------------------------------------------- */
 
 static void *fork_waiter(void *arg) {
@@ -1967,6 +2028,7 @@ int main(void) {
         {"trace_same_path_twice", test_trace_same_path_twice},
         {"trace_start_while_stop_writes", test_trace_start_while_stop_writes},
         {"trace_with_cancel_pending", test_trace_with_cancel_pending},
+        {"cancel_pending_across_calls", test_cancel_pending_across_calls},
         {"names_make_no_records", test_names_make_no_records},
         {"holder_tags_itself", test_holder_tags_itself},
         {"foreign_tag_refused", test_foreign_tag_refused},

@@ -8,15 +8,18 @@
  * opaque token (void *) that the library never dereferences; no call
  * unwinds into C.
  *
- * Cancellation (Linux): every callback the library runs (the gil_event_cb
- * hooks, the gil_drop_request_cb, the gil_abort_cb of gil_acquire_or_abort,
- * the callbacks of the gil_foreach_* functions) runs with the calling
- * thread's cancellation disabled, as waiting for the lock does: a
- * cancellation point reached inside one (write, printf, pthread_testcancel)
- * does not act there, and a pending deferred pthread_cancel acts at the
- * thread's next cancellation point after the library call returns. A
- * thread with asynchronous cancellation must switch to deferred around
- * calls on the lock.
+ * Cancellation (Linux): no pthread_cancel is acted on inside the library.
+ * Every call runs with the calling thread's cancellation disabled (the
+ * hot calls gil_acquire, gil_acquire_or_abort, gil_try_acquire,
+ * gil_release, gil_drop_requested and gil_handle_drop_request only around
+ * their waits and callbacks, which are their only cancellation points),
+ * and so does every callback the library runs (the gil_event_cb hooks,
+ * the gil_drop_request_cb, the gil_abort_cb of gil_acquire_or_abort, the
+ * callbacks of the gil_foreach_* functions): a cancellation point reached
+ * inside one (write, printf, pthread_testcancel) does not act there, and a
+ * pending deferred pthread_cancel acts at the thread's next cancellation
+ * point after the library call returns. A thread with asynchronous
+ * cancellation must switch to deferred around calls on the lock.
  */
 
 #ifndef GIL_H

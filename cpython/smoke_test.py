@@ -406,6 +406,27 @@ class RustGilSmoke(unittest.TestCase):
         self.assertEqual(bad.returncode, 2)
         self.assertIn("must end in .svg or .json", bad.stderr)
 
+    def test_the_report_module_refuses_what_python_refuses(self):
+        # A missing script: one line, status 2, as `python missing.py`; a
+        # missing module: one line, status 1, as `python -m missing`; and
+        # neither a table nor a timeline.
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            missing = os.path.join(d, "nonexistent.py")
+            run = lambda *args: subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                                               cwd=d, timeout=60)
+            python, script = run(missing), run("-m", "rustgil", missing)
+            python_m, module = run("-m", "no_such_module_here"), run("-m", "rustgil", "-m", "no_such_module_here")
+            written = os.listdir(d)
+        self.assertEqual((python.returncode, python_m.returncode), (2, 1))
+        self.assertEqual(script.returncode, python.returncode, script.stderr)
+        self.assertEqual(len(script.stderr.splitlines()), 1, script.stderr)
+        self.assertIn(f"can't open file {missing!r}", script.stderr)
+        self.assertEqual(module.returncode, python_m.returncode, module.stderr)
+        self.assertEqual(len(module.stderr.splitlines()), 1, module.stderr)
+        self.assertIn("no_such_module_here", module.stderr)
+        self.assertEqual(written, [])
+
     @unittest.skipUnless(EXPECTED_POLICY.endswith("monitor"), "needs the monitor thread")
     def test_the_monitor_works_and_sleeps_when_idle(self):
         before = _rustgil.counters()

@@ -240,6 +240,46 @@ class RustGilSmoke(unittest.TestCase):
         finally:
             _rustgil.set_thread_stats(True)
 
+    def test_measure_counts_a_block_entered_right_after_accounting_goes_on(self):
+        # One thread, in a fresh process and in a sub-interpreter with its
+        # own GIL: the block never waits nor releases, so only a record
+        # begun when the accounting went on (not at the thread's next lock
+        # event) can count it. Both clocks are CLOCK_MONOTONIC.
+        block = ("import _rustgil, os, time\n"
+                 "def block():\n"
+                 "    _rustgil.set_thread_stats(True)\n"
+                 "    outer = time.monotonic_ns()\n"
+                 "    with _rustgil.measure() as m:\n"
+                 "        inner = time.monotonic_ns()\n"
+                 "        while time.monotonic_ns() < inner + 20_000_000: pass\n"
+                 "        inner = time.monotonic_ns() - inner\n"
+                 "    outer = time.monotonic_ns() - outer\n"
+                 "    return f'{m.wait_ns} {m.hold_ns} {m.call_ns} {inner} {outer} '\n")
+        code = (f"BLOCK = {block!r}\n"
+                "exec(BLOCK)\n"
+                "import _interpreters\n"
+                "main = block()\n"
+                "r, w = os.pipe()\n"
+                "interp = _interpreters.create('isolated')\n"
+                "try:\n"
+                "    failed = _interpreters.run_string(interp, BLOCK + f'os.write({w}, block().encode())')\n"
+                "    assert failed is None, failed\n"
+                "finally:\n"
+                "    _interpreters.destroy(interp)\n"
+                "os.close(w)\n"
+                "print(main, os.read(r, 200).decode())\n")
+        r = self.run_python(code, PYTHON_RUST_GIL=EXPECTED_POLICY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        values = [int(v) for v in r.stdout.split()]
+        self.assertEqual(len(values), 10, r.stdout)
+        for where, (wait, hold, call, inner, outer) in zip(("main", "sub-interpreter"),
+                                                          (values[:5], values[5:])):
+            m = dict(wait_ns=wait, hold_ns=hold, call_ns=call, inner=inner, outer=outer)
+            self.assertGreater(hold, 0, f"{where}: {m}")
+            # The record's clock reads lie between the block's edges.
+            self.assertLessEqual(inner, wait + hold + call, f"{where}: {m}")
+            self.assertLessEqual(wait + hold + call, outer, f"{where}: {m}")
+
     def test_the_documented_wsgi_middleware_reports_gil_time(self):
         # The example in docs/observability.md, run as it is written there.
         _rustgil.set_thread_stats(True)

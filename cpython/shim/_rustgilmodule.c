@@ -495,6 +495,19 @@ rustgil_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
 
 /* ---- per-thread accounting --------------------------------------------- */
 
+/* Tags the calling thread's record with its ident, as take_gil does. A
+   thread holding the GIL when the accounting goes on has no record until
+   its next lock event, which a CPU-bound block may never have; tagging it
+   begins its record now, in the holding state, so measure() and
+   thread_stats() count from here. With no record to tag (the accounting is
+   off) nothing changes. */
+static void
+tag_current_thread(gil_t *lock)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    (void)gil_tag_thread(lock, ts, (uint64_t)ts->thread_id);
+}
+
 static PyObject *
 rustgil_set_thread_stats(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -516,6 +529,9 @@ rustgil_set_thread_stats(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (on && _PyRustGil_InstallNaming() < 0) {
         PyErr_Clear();  /* names are a nicety */
+    }
+    if (on) {
+        tag_current_thread(lock);
     }
     Py_RETURN_NONE;
 }
@@ -658,10 +674,11 @@ typedef struct {
 #undef DECLARE_FIELD
 } MeasureObject;
 
-/* The calling thread's record now; zeros if it has none yet. -1 with an
+/* The calling thread's record now; zeros if it has none yet. With `begin`,
+   the record begins now if it has none (tag_current_thread). -1 with an
    exception if accounting is off. */
 static int
-current_thread_stats(gil_t *lock, gil_thread_stats_t *out)
+current_thread_stats(gil_t *lock, gil_thread_stats_t *out, int begin)
 {
     bool on = false;
     gil_result_t r = gil_get_thread_stats_enabled(lock, &on);
@@ -673,6 +690,9 @@ current_thread_stats(gil_t *lock, gil_thread_stats_t *out)
         PyErr_SetString(PyExc_RuntimeError, "per-thread GIL accounting is off: turn it on with "
                         "_rustgil.set_thread_stats() or PYTHON_RUST_GIL=POLICY,stats=1");
         return -1;
+    }
+    if (begin) {
+        tag_current_thread(lock);
     }
     memset(out, 0, sizeof *out);
     out->struct_size = sizeof *out;
@@ -693,7 +713,7 @@ measure_enter(PyObject *op, PyObject *Py_UNUSED(ignored))
 {
     MeasureObject *self = (MeasureObject *)op;
     gil_t *lock = current_lock();
-    if (lock == NULL || current_thread_stats(lock, &self->start) < 0) {
+    if (lock == NULL || current_thread_stats(lock, &self->start, 1) < 0) {
         return NULL;
     }
     self->entered = 1;
@@ -710,7 +730,7 @@ measure_exit(PyObject *op, PyObject *Py_UNUSED(args))
         PyErr_SetString(PyExc_RuntimeError, "measure: __exit__ without __enter__");
         return NULL;
     }
-    if (lock == NULL || current_thread_stats(lock, &now) < 0) {
+    if (lock == NULL || current_thread_stats(lock, &now, 0) < 0) {
         return NULL;
     }
     self->entered = 0;
@@ -877,6 +897,7 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
     if (gil_get_thread_stats_enabled(lock, &stats_on) == GIL_OK && !stats_on &&
         gil_set_thread_stats(lock, true) == GIL_OK) {
         trace_turned_stats_on = lock;
+        tag_current_thread(lock);
     }
     if (_PyRustGil_InstallNaming() < 0) {
         PyErr_Clear();  /* names are a nicety */

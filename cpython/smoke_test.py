@@ -280,6 +280,70 @@ class RustGilSmoke(unittest.TestCase):
             self.assertLessEqual(inner, wait + hold + call, f"{where}: {m}")
             self.assertLessEqual(wait + hold + call, outer, f"{where}: {m}")
 
+    def test_an_explicit_name_wins_over_threadings(self):
+        # The main thread, in a child (this one keeps "MainThread" for the
+        # other tests): a name given while the accounting is off, the
+        # issue's one-liner, a later name replacing it, and a trace's row.
+        import json
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gil.json")
+            code = ("import _rustgil, json, threading, time\n"
+                    "me = threading.get_ident()\n"
+                    "_rustgil.name_thread('early')\n"
+                    "_rustgil.set_thread_stats(True); time.sleep(.001)\n"
+                    "names = [_rustgil.thread_stats()[me]['name']]\n"
+                    "_rustgil.name_thread('mine')\n"
+                    "names.append(_rustgil.thread_stats()[me]['name'])\n"
+                    f"_rustgil.trace_start({path!r}); time.sleep(.001)\n"
+                    "_rustgil.trace_stop()\n"
+                    "names.append(_rustgil.thread_stats()[me]['name'])\n"
+                    "print(json.dumps(names))\n")
+            r = self.run_python(code, PYTHON_RUST_GIL=EXPECTED_POLICY)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        self.assertEqual(json.loads(r.stdout), ["early", "mine", "mine"])
+        rows = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+        self.assertIn("mine", rows)
+        self.assertFalse(any(n.startswith("MainThread") for n in rows), rows)
+
+    def test_a_threads_own_name_wins_for_its_life(self):
+        import json
+        import tempfile
+        _rustgil.set_thread_stats(True)
+        named, go = threading.Event(), threading.Event()
+
+        def work():
+            _rustgil.name_thread("mine")
+            named.set()
+            go.wait()
+            _rustgil.name_thread("mine, renamed")
+
+        t = threading.Thread(target=work, name="threading-name")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gil.json")
+            _rustgil.trace_start(path)
+            try:
+                t.start()
+                self.assertTrue(named.wait(60))
+                alive = _rustgil.thread_stats()[t.ident]["name"]
+            finally:
+                _rustgil.trace_stop()  # names the rows of the live threads
+                go.set()
+                t.join()
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        ended = _rustgil.thread_stats()[t.ident]["name"]
+        self.assertEqual((alive, ended), ("mine", "mine, renamed"))
+        rows = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+        self.assertIn("mine", rows)
+        self.assertFalse(any(n.startswith("threading-name") for n in rows), rows)
+        with self.assertRaises(TypeError):
+            _rustgil.name_thread(b"bytes")
+        with self.assertRaises(ValueError):
+            _rustgil.name_thread("nul\0inside")
+
     def test_the_documented_wsgi_middleware_reports_gil_time(self):
         # The example in docs/observability.md, run as it is written there.
         _rustgil.set_thread_stats(True)

@@ -240,6 +240,110 @@ class RustGilSmoke(unittest.TestCase):
         finally:
             _rustgil.set_thread_stats(True)
 
+    def test_measure_counts_a_block_entered_right_after_accounting_goes_on(self):
+        # One thread, in a fresh process and in a sub-interpreter with its
+        # own GIL: the block never waits nor releases, so only a record
+        # begun when the accounting went on (not at the thread's next lock
+        # event) can count it. Both clocks are CLOCK_MONOTONIC.
+        block = ("import _rustgil, os, time\n"
+                 "def block():\n"
+                 "    _rustgil.set_thread_stats(True)\n"
+                 "    outer = time.monotonic_ns()\n"
+                 "    with _rustgil.measure() as m:\n"
+                 "        inner = time.monotonic_ns()\n"
+                 "        while time.monotonic_ns() < inner + 20_000_000: pass\n"
+                 "        inner = time.monotonic_ns() - inner\n"
+                 "    outer = time.monotonic_ns() - outer\n"
+                 "    return f'{m.wait_ns} {m.hold_ns} {m.call_ns} {inner} {outer} '\n")
+        code = (f"BLOCK = {block!r}\n"
+                "exec(BLOCK)\n"
+                "import _interpreters\n"
+                "main = block()\n"
+                "r, w = os.pipe()\n"
+                "interp = _interpreters.create('isolated')\n"
+                "try:\n"
+                "    failed = _interpreters.run_string(interp, BLOCK + f'os.write({w}, block().encode())')\n"
+                "    assert failed is None, failed\n"
+                "finally:\n"
+                "    _interpreters.destroy(interp)\n"
+                "os.close(w)\n"
+                "print(main, os.read(r, 200).decode())\n")
+        r = self.run_python(code, PYTHON_RUST_GIL=EXPECTED_POLICY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        values = [int(v) for v in r.stdout.split()]
+        self.assertEqual(len(values), 10, r.stdout)
+        for where, (wait, hold, call, inner, outer) in zip(("main", "sub-interpreter"),
+                                                          (values[:5], values[5:])):
+            m = dict(wait_ns=wait, hold_ns=hold, call_ns=call, inner=inner, outer=outer)
+            self.assertGreater(hold, 0, f"{where}: {m}")
+            # The record's clock reads lie between the block's edges.
+            self.assertLessEqual(inner, wait + hold + call, f"{where}: {m}")
+            self.assertLessEqual(wait + hold + call, outer, f"{where}: {m}")
+
+    def test_an_explicit_name_wins_over_threadings(self):
+        # The main thread, in a child (this one keeps "MainThread" for the
+        # other tests): a name given while the accounting is off, the
+        # issue's one-liner, a later name replacing it, and a trace's row.
+        import json
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gil.json")
+            code = ("import _rustgil, json, threading, time\n"
+                    "me = threading.get_ident()\n"
+                    "_rustgil.name_thread('early')\n"
+                    "_rustgil.set_thread_stats(True); time.sleep(.001)\n"
+                    "names = [_rustgil.thread_stats()[me]['name']]\n"
+                    "_rustgil.name_thread('mine')\n"
+                    "names.append(_rustgil.thread_stats()[me]['name'])\n"
+                    f"_rustgil.trace_start({path!r}); time.sleep(.001)\n"
+                    "_rustgil.trace_stop()\n"
+                    "names.append(_rustgil.thread_stats()[me]['name'])\n"
+                    "print(json.dumps(names))\n")
+            r = self.run_python(code, PYTHON_RUST_GIL=EXPECTED_POLICY)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        self.assertEqual(json.loads(r.stdout), ["early", "mine", "mine"])
+        rows = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+        self.assertIn("mine", rows)
+        self.assertFalse(any(n.startswith("MainThread") for n in rows), rows)
+
+    def test_a_threads_own_name_wins_for_its_life(self):
+        import json
+        import tempfile
+        _rustgil.set_thread_stats(True)
+        named, go = threading.Event(), threading.Event()
+
+        def work():
+            _rustgil.name_thread("mine")
+            named.set()
+            go.wait()
+            _rustgil.name_thread("mine, renamed")
+
+        t = threading.Thread(target=work, name="threading-name")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gil.json")
+            _rustgil.trace_start(path)
+            try:
+                t.start()
+                self.assertTrue(named.wait(60))
+                alive = _rustgil.thread_stats()[t.ident]["name"]
+            finally:
+                _rustgil.trace_stop()  # names the rows of the live threads
+                go.set()
+                t.join()
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        ended = _rustgil.thread_stats()[t.ident]["name"]
+        self.assertEqual((alive, ended), ("mine", "mine, renamed"))
+        rows = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+        self.assertIn("mine", rows)
+        self.assertFalse(any(n.startswith("threading-name") for n in rows), rows)
+        with self.assertRaises(TypeError):
+            _rustgil.name_thread(b"bytes")
+        with self.assertRaises(ValueError):
+            _rustgil.name_thread("nul\0inside")
+
     def test_the_documented_wsgi_middleware_reports_gil_time(self):
         # The example in docs/observability.md, run as it is written there.
         _rustgil.set_thread_stats(True)
@@ -405,6 +509,27 @@ class RustGilSmoke(unittest.TestCase):
         self.assertIn("job-0", picture)
         self.assertEqual(bad.returncode, 2)
         self.assertIn("must end in .svg or .json", bad.stderr)
+
+    def test_the_report_module_refuses_what_python_refuses(self):
+        # A missing script: one line, status 2, as `python missing.py`; a
+        # missing module: one line, status 1, as `python -m missing`; and
+        # neither a table nor a timeline.
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            missing = os.path.join(d, "nonexistent.py")
+            run = lambda *args: subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                                               cwd=d, timeout=60)
+            python, script = run(missing), run("-m", "rustgil", missing)
+            python_m, module = run("-m", "no_such_module_here"), run("-m", "rustgil", "-m", "no_such_module_here")
+            written = os.listdir(d)
+        self.assertEqual((python.returncode, python_m.returncode), (2, 1))
+        self.assertEqual(script.returncode, python.returncode, script.stderr)
+        self.assertEqual(len(script.stderr.splitlines()), 1, script.stderr)
+        self.assertIn(f"can't open file {missing!r}", script.stderr)
+        self.assertEqual(module.returncode, python_m.returncode, module.stderr)
+        self.assertEqual(len(module.stderr.splitlines()), 1, module.stderr)
+        self.assertIn("no_such_module_here", module.stderr)
+        self.assertEqual(written, [])
 
     @unittest.skipUnless(EXPECTED_POLICY.endswith("monitor"), "needs the monitor thread")
     def test_the_monitor_works_and_sleeps_when_idle(self):

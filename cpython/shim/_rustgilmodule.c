@@ -40,7 +40,8 @@
  *   _rustgil.thread_stats()    per-thread accounting keyed by thread ident
  *   _rustgil.measure()         context manager: the calling thread's GIL
  *                              time inside a block
- *   _rustgil.name_thread(name) names the calling thread for the observers
+ *   _rustgil.name_thread(name) names the calling thread for the observers,
+ *                              over its threading name, for its life
  */
 #ifndef Py_BUILD_CORE_BUILTIN
 #  define Py_BUILD_CORE_MODULE 1
@@ -91,7 +92,16 @@ lock_error(const char *what, gil_result_t r)
    and its row in a running trace, even if the thread has ended meanwhile.
    Pending names are settled at each later audit event, at trace_stop() and
    thread_stats(), and at exit (an atexit callback, which runs after the
-   threading module has joined its threads). */
+   threading module has joined its threads).
+
+   A name given with _rustgil.name_thread() wins over threading's for the
+   rest of the thread's life: it is kept in the thread state's dict (which
+   lives as long as the thread), the thread's pending threading name is
+   dropped, and the automatic naming gives the explicit name instead, also
+   to a record that began after the name was given (the accounting was
+   off then, or turned off and on since). */
+
+#define EXPLICIT_NAME_KEY "_rustgil.name"
 
 enum { MAX_PENDING = 4096 };
 /* A thread seen starting: its handle, its name, and when (gil_now_ns()):
@@ -140,12 +150,122 @@ settle_pending_names(gil_t *lock)
     PyErr_SetRaisedException(exc);
 }
 
-/* Names every live thread the threading module knows (its records and
-   trace rows), by ident. */
+/* Drops the pending threading name of the thread `ident`, which has named
+   itself, after settling the others: an ended thread that had the same
+   ident before it gets its own name first. Main interpreter only (the
+   pending names are the main interpreter's). */
+static void
+forget_pending_name(gil_t *lock, unsigned long ident)
+{
+    if (rustgil_npending == 0 || PyInterpreterState_Get() != PyInterpreterState_Main()) {
+        return;
+    }
+    settle_pending_names(lock);
+    PyObject *exc = PyErr_GetRaisedException();
+    size_t kept = 0;
+    for (size_t i = 0; i < rustgil_npending; i++) {
+        PyObject *attr = PyObject_GetAttrString(rustgil_pending[i].handle, "ident");
+        unsigned long long id = attr ? PyLong_AsUnsignedLongLong(attr) : 0;
+        Py_XDECREF(attr);
+        PyErr_Clear();
+        if (id == (unsigned long long)ident) {
+            Py_DECREF(rustgil_pending[i].handle);
+            PyMem_RawFree(rustgil_pending[i].name);
+            continue;
+        }
+        rustgil_pending[kept++] = rustgil_pending[i];
+    }
+    rustgil_npending = kept;
+    PyErr_SetRaisedException(exc);
+}
+
+/* One of this interpreter's threads: its state (a token for the lock,
+   never dereferenced once taken), its ident and its dict (a new
+   reference, or NULL). */
+typedef struct {
+    PyThreadState *ts;
+    unsigned long ident;
+    PyObject *dict;
+} live_thread_t;
+
+/* This interpreter's threads into *out (PyMem_Free it after
+   release_live_threads), or 0 threads if out of memory. Runs no Python
+   code: the GIL is held throughout, so no thread state of this
+   interpreter is unlinked meanwhile (a thread unlinks its own while still
+   holding it); Python code (a property, a finalizer) could let other
+   threads run and end. */
+static size_t
+snapshot_live_threads(live_thread_t **out)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    size_t n = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL; ts = PyThreadState_Next(ts)) {
+        n++;
+    }
+    *out = PyMem_Malloc((n ? n : 1) * sizeof **out);
+    if (*out == NULL) {
+        return 0;
+    }
+    size_t i = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL && i < n;
+         ts = PyThreadState_Next(ts), i++) {
+        (*out)[i].ts = ts;
+        (*out)[i].ident = ts->thread_id;
+        (*out)[i].dict = Py_XNewRef(ts->dict);
+    }
+    return i;
+}
+
+static void
+release_live_threads(live_thread_t *live, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        Py_XDECREF(live[i].dict);
+    }
+    PyMem_Free(live);
+}
+
+/* The name the thread gave itself (name_thread()), as UTF-8 valid while
+   `thread` is, or NULL. No exception either way. */
+static const char *
+explicit_name(const live_thread_t *thread)
+{
+    PyObject *name = NULL;
+    if (thread->dict == NULL || PyDict_GetItemStringRef(thread->dict, EXPLICIT_NAME_KEY, &name) <= 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    /* The dict keeps it alive as long as `thread` keeps the dict. */
+    Py_DECREF(name);
+    const char *utf8 = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    PyErr_Clear();
+    return utf8;
+}
+
+/* Names every live thread of this interpreter (its records and trace
+   rows), by ident: the name it gave itself, else the threading module's. */
 static void
 name_live_threads(gil_t *lock)
 {
     PyObject *exc = PyErr_GetRaisedException();
+    live_thread_t *live = NULL;
+    size_t n = snapshot_live_threads(&live);
+    PyObject *self_named = PySet_New(NULL);
+    for (size_t i = 0; i < n; i++) {
+        const char *utf8 = explicit_name(&live[i]);
+        if (utf8 == NULL) {
+            continue;
+        }
+        (void)gil_name_tagged(lock, (uint64_t)live[i].ident, 0, utf8);
+        PyObject *ident = PyLong_FromUnsignedLong(live[i].ident);
+        if (ident == NULL || self_named == NULL || PySet_Add(self_named, ident) < 0) {
+            PyErr_Clear();
+        }
+        Py_XDECREF(ident);
+    }
+    if (live != NULL) {
+        release_live_threads(live, n);
+    }
     PyObject *modname = PyUnicode_FromString("threading");
     PyObject *threading = modname ? PyImport_GetModule(modname) : NULL;
     Py_XDECREF(modname);
@@ -155,6 +275,10 @@ name_live_threads(gil_t *lock)
     Py_XDECREF(active);
     for (Py_ssize_t i = 0; items != NULL && i < PyList_GET_SIZE(items); i++) {
         PyObject *pair = PyList_GET_ITEM(items, i);
+        if (self_named != NULL && PySet_Contains(self_named, PyTuple_GET_ITEM(pair, 0)) != 0) {
+            PyErr_Clear();
+            continue;
+        }
         unsigned long long id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 0));
         PyObject *name = PyObject_GetAttrString(PyTuple_GET_ITEM(pair, 1), "name");
         const char *utf8 = (name && PyUnicode_Check(name)) ? PyUnicode_AsUTF8(name) : NULL;
@@ -165,6 +289,7 @@ name_live_threads(gil_t *lock)
         PyErr_Clear();
     }
     Py_XDECREF(items);
+    Py_XDECREF(self_named);
     PyErr_Clear();
     PyErr_SetRaisedException(exc);
 }
@@ -495,6 +620,19 @@ rustgil_stats(PyObject *module, PyObject *Py_UNUSED(ignored))
 
 /* ---- per-thread accounting --------------------------------------------- */
 
+/* Tags the calling thread's record with its ident, as take_gil does. A
+   thread holding the GIL when the accounting goes on has no record until
+   its next lock event, which a CPU-bound block may never have; tagging it
+   begins its record now, in the holding state, so measure() and
+   thread_stats() count from here. With no record to tag (the accounting is
+   off) nothing changes. */
+static void
+tag_current_thread(gil_t *lock)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    (void)gil_tag_thread(lock, ts, (uint64_t)ts->thread_id);
+}
+
 static PyObject *
 rustgil_set_thread_stats(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -516,6 +654,9 @@ rustgil_set_thread_stats(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (on && _PyRustGil_InstallNaming() < 0) {
         PyErr_Clear();  /* names are a nicety */
+    }
+    if (on) {
+        tag_current_thread(lock);
     }
     Py_RETURN_NONE;
 }
@@ -633,16 +774,39 @@ fail:
 static PyObject *
 rustgil_name_thread(PyObject *module, PyObject *arg)
 {
-    const char *name = PyUnicode_AsUTF8(arg);
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "name_thread() argument must be str, not %T", arg);
+        return NULL;
+    }
+    Py_ssize_t len = 0;
+    const char *name = PyUnicode_AsUTF8AndSize(arg, &len);
     if (name == NULL) {
+        return NULL;
+    }
+    if (strlen(name) != (size_t)len) {
+        PyErr_SetString(PyExc_ValueError, "name_thread(): embedded null character");
         return NULL;
     }
     gil_t *lock = current_lock();
     if (lock == NULL) {
         return NULL;
     }
-    gil_result_t r = gil_name_thread(lock, PyThreadState_Get(), name);
-    if (r != GIL_OK) {
+    PyObject *dict = PyThreadState_GetDict();
+    if (dict == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "name_thread(): this thread has no state dict");
+        return NULL;
+    }
+    if (PyDict_SetItemString(dict, EXPLICIT_NAME_KEY, arg) < 0) {
+        return NULL;
+    }
+    PyThreadState *ts = PyThreadState_Get();
+    forget_pending_name(lock, ts->thread_id);
+    tag_current_thread(lock);
+    gil_result_t r = gil_name_thread(lock, ts, name);
+    /* No record to name (the accounting is off, or the thread has had no
+       lock event since it went on): the name is kept above and given at
+       the next thread_stats(), trace_stop() or exit. */
+    if (r != GIL_OK && r != GIL_ERR_UNKNOWN_THREAD) {
         return lock_error("gil_name_thread", r);
     }
     Py_RETURN_NONE;
@@ -658,10 +822,11 @@ typedef struct {
 #undef DECLARE_FIELD
 } MeasureObject;
 
-/* The calling thread's record now; zeros if it has none yet. -1 with an
+/* The calling thread's record now; zeros if it has none yet. With `begin`,
+   the record begins now if it has none (tag_current_thread). -1 with an
    exception if accounting is off. */
 static int
-current_thread_stats(gil_t *lock, gil_thread_stats_t *out)
+current_thread_stats(gil_t *lock, gil_thread_stats_t *out, int begin)
 {
     bool on = false;
     gil_result_t r = gil_get_thread_stats_enabled(lock, &on);
@@ -673,6 +838,9 @@ current_thread_stats(gil_t *lock, gil_thread_stats_t *out)
         PyErr_SetString(PyExc_RuntimeError, "per-thread GIL accounting is off: turn it on with "
                         "_rustgil.set_thread_stats() or PYTHON_RUST_GIL=POLICY,stats=1");
         return -1;
+    }
+    if (begin) {
+        tag_current_thread(lock);
     }
     memset(out, 0, sizeof *out);
     out->struct_size = sizeof *out;
@@ -693,7 +861,7 @@ measure_enter(PyObject *op, PyObject *Py_UNUSED(ignored))
 {
     MeasureObject *self = (MeasureObject *)op;
     gil_t *lock = current_lock();
-    if (lock == NULL || current_thread_stats(lock, &self->start) < 0) {
+    if (lock == NULL || current_thread_stats(lock, &self->start, 1) < 0) {
         return NULL;
     }
     self->entered = 1;
@@ -710,7 +878,7 @@ measure_exit(PyObject *op, PyObject *Py_UNUSED(args))
         PyErr_SetString(PyExc_RuntimeError, "measure: __exit__ without __enter__");
         return NULL;
     }
-    if (lock == NULL || current_thread_stats(lock, &now) < 0) {
+    if (lock == NULL || current_thread_stats(lock, &now, 0) < 0) {
         return NULL;
     }
     self->entered = 0;
@@ -877,6 +1045,7 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
     if (gil_get_thread_stats_enabled(lock, &stats_on) == GIL_OK && !stats_on &&
         gil_set_thread_stats(lock, true) == GIL_OK) {
         trace_turned_stats_on = lock;
+        tag_current_thread(lock);
     }
     if (_PyRustGil_InstallNaming() < 0) {
         PyErr_Clear();  /* names are a nicety */
@@ -887,27 +1056,16 @@ done:
     return result;
 }
 
-/* Names the trace's rows after this interpreter's live threads: the
-   threading module's name where it knows the thread, else its ident.
-   Names are a nicety: nothing here makes trace_stop() fail. */
+/* Names the trace's rows after this interpreter's live threads: the name
+   a thread gave itself (name_thread()), else the threading module's name
+   where it knows the thread, else its ident. Names are a nicety: nothing
+   here makes trace_stop() fail. */
 static void
 name_trace_rows(gil_t *lock)
 {
-    /* First the thread states and their idents, running no Python code: the
-       GIL is held throughout, so no thread state of this interpreter is
-       unlinked meanwhile (a thread unlinks its own while still holding it).
-       Python code (a property, a finalizer) could let other threads run. */
-    enum { MAX_NAMED = 256 };
-    struct { PyThreadState *ts; unsigned long ident; } live[MAX_NAMED];
-    size_t n = 0;
-    PyInterpreterState *interp = PyInterpreterState_Get();
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts != NULL && n < MAX_NAMED;
-         ts = PyThreadState_Next(ts)) {
-        live[n].ts = ts;
-        live[n].ident = ts->thread_id;
-        n++;
-    }
     PyObject *exc = PyErr_GetRaisedException();
+    live_thread_t *live = NULL;
+    size_t n = snapshot_live_threads(&live);
     PyObject *active = NULL;
     PyObject *modname = PyUnicode_FromString("threading");
     PyObject *threading = modname ? PyImport_GetModule(modname) : NULL;
@@ -920,6 +1078,11 @@ name_trace_rows(gil_t *lock)
     for (size_t i = 0; i < n; i++) {
         char name[160];
         snprintf(name, sizeof name, "thread %lu", live[i].ident);
+        const char *mine = explicit_name(&live[i]);
+        if (mine != NULL) {
+            (void)gil_trace_name_thread(lock, live[i].ts, mine);
+            continue;
+        }
         if (active != NULL && PyDict_Check(active)) {
             PyObject *ident = PyLong_FromUnsignedLong(live[i].ident);
             PyObject *thread = ident ? PyDict_GetItemWithError(active, ident) : NULL; /* borrowed */
@@ -939,6 +1102,9 @@ name_trace_rows(gil_t *lock)
         (void)gil_trace_name_thread(lock, live[i].ts, name);
     }
     Py_XDECREF(active);
+    if (live != NULL) {
+        release_live_threads(live, n);
+    }
     PyErr_SetRaisedException(exc);
 }
 
@@ -1010,13 +1176,17 @@ static PyMethodDef rustgil_methods[] = {
      "thread_stats_enabled()\n--\n\nWhether per-thread GIL accounting is on."},
     {"thread_stats", rustgil_thread_stats, METH_NOARGS,
      "thread_stats()\n--\n\nEach thread's GIL accounting, keyed by thread ident: a dict with name\n"
-     "(threading's, or None), alive, wait_ns, hold_ns, call_ns (released\n"
-     "around blocking calls), acquisitions, switches_in, waits,\n"
-     "forced_releases, drop_requests_raised, drop_requests_received.\n"
+     "(name_thread()'s, else threading's, or None), alive, wait_ns,\n"
+     "hold_ns, call_ns (released around blocking calls), acquisitions,\n"
+     "switches_in, waits, forced_releases, drop_requests_raised,\n"
+     "drop_requests_received.\n"
      "Threads that ended are kept (the last 1024); for an ident reused by\n"
      "a later thread, the live or latest one."},
     {"name_thread", rustgil_name_thread, METH_O,
-     "name_thread(name)\n--\n\nNames the calling thread in the accounting and the running trace."},
+     "name_thread(name)\n--\n\nNames the calling thread in the accounting and the running trace for\n"
+     "the rest of its life: the name wins over the threading module's, which\n"
+     "thread_stats() and trace_stop() give the other threads; a later call\n"
+     "replaces it."},
     {"enable_histograms", (PyCFunction)(void (*)(void))rustgil_enable_histograms,
      METH_VARARGS | METH_KEYWORDS,
      "enable_histograms(on=True)\n--\n\nTurns the wait/hold-time histograms on or off."},

@@ -130,6 +130,13 @@ def main(argv=None):
     if not output.lower().endswith((".svg", ".json")):
         parser.error(f"the timeline file {output!r} must end in .svg or .json")
 
+    # What python itself refuses, refused the same way before anything is
+    # traced or written.
+    if target is not None:
+        _check_script(target)
+    else:
+        _check_module(run_name)
+
     _rustgil.set_thread_stats(True)
     try:
         _rustgil.trace_start(output, max_events=opts.ring, ring=opts.ring > 0)
@@ -157,6 +164,36 @@ def main(argv=None):
     else:
         sys.argv = [run_name, *opts.args]
         runpy.run_module(run_name, run_name="__main__", alter_sys=True)
+
+
+def _check_script(path):
+    """Exits as ``python missing.py`` does, status 2 and one line, if the
+    script cannot be opened. A directory or zip file is runpy's to judge."""
+    if os.path.isdir(path):
+        return
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        print(f"python -m rustgil: can't open file {os.path.abspath(path)!r}: "
+              f"[Errno {e.errno}] {e.strerror}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _check_module(name):
+    """Exits as ``python -m missing`` does, status 1 and one line, if no
+    top-level module or package of that name can be found. Only the top
+    level is looked up: finding a submodule would import its package
+    before the trace starts."""
+    import importlib.util
+    top = name.partition(".")[0]
+    try:
+        found = top in sys.modules or (bool(top) and importlib.util.find_spec(top) is not None)
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        print(f"python -m rustgil: no module named {top or name!r}", file=sys.stderr)
+        sys.exit(1)
 
 
 def _rustgil_now():

@@ -569,10 +569,15 @@ impl Accounts {
     /// A drop request was raised on `holder`, by the waiter `by` (`None`:
     /// the monitor thread). Only counted on records that exist already (the
     /// holder's acquisition and the waiter's wait made them, unless
-    /// accounting was turned on since).
+    /// accounting was turned on since). A holder in its final release has
+    /// ended its record before it lets go of the lock word, and a waiter
+    /// may still ask it then: that request counts on the record just ended.
     pub(crate) fn drop_requested(&self, holder: Token, by: Option<Token>) {
         let live = self.live();
         if let Some(rec) = live.records.get(&holder.get()) {
+            rec.received.fetch_add(1, Relaxed);
+        } else if let Some(rec) = self.ended().iter().rev().find(|r| r.token == holder.get()) {
+            // Lock order: live, then ended (as `end` takes them).
             rec.received.fetch_add(1, Relaxed);
         }
         if let Some(rec) = by.and_then(|by| live.records.get(&by.get())) {
@@ -902,6 +907,19 @@ mod tests {
         a.drop_requested(tok(1), None); // the monitor asked
         assert_eq!(a.thread(tok(1), 20).unwrap().drop_requests_received, 2);
         assert_eq!(a.thread(tok(2), 20).unwrap().drop_requests_raised, 1);
+    }
+
+    #[test]
+    fn a_request_on_a_holder_in_its_final_release_counts_on_its_last_record() {
+        // The holder ends its record before it lets go of the lock word; a
+        // waiter that saw the word still held asks it in between.
+        let a = Accounts::new();
+        a.acquired(tok(1), 10);
+        a.wait_start(tok(2), 11);
+        a.released(tok(1), Release::Final, 20);
+        a.drop_requested(tok(1), Some(tok(2)));
+        assert_eq!(a.thread(tok(1), 30).unwrap().drop_requests_received, 1);
+        assert_eq!(a.thread(tok(2), 30).unwrap().drop_requests_raised, 1);
     }
 
     #[test]

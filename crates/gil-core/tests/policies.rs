@@ -681,20 +681,33 @@ fn woken_cpu_waiter_served(preset: &str) -> (bool, gil_core::Counters) {
         })
         .collect();
     thread::sleep(Duration::from_millis(5)); // the I/O threads are cycling
+    let arrived = Arc::new(AtomicBool::new(false));
     let waiter = {
-        let (gil, served) = (gil.clone(), served.clone());
+        let (gil, served, arrived, stop) = (gil.clone(), served.clone(), arrived.clone(), stop.clone());
         thread::spawn(move || {
+            // Arrive while it is held. On a busy machine this thread may run
+            // only while the I/O threads do not, and see the lock free for a
+            // long time: the clock below starts once it is queued, and it
+            // gives up when the test stops instead of spinning for ever.
             while !gil.is_locked() {
-                std::hint::spin_loop(); // arrive while it is held
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::hint::spin_loop();
             }
+            arrived.store(true, Ordering::Relaxed);
             gil.acquire(cpu).unwrap();
             served.store(true, Ordering::Relaxed);
             gil.release(cpu, ReleaseReason::Final).unwrap();
         })
     };
+    let arrival = Instant::now() + Duration::from_secs(120);
+    while !arrived.load(Ordering::Relaxed) && Instant::now() < arrival {
+        thread::sleep(Duration::from_millis(1));
+    }
     // 1000 starvation bounds: the property is "served at all".
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !served.load(Ordering::Relaxed) && Instant::now() < deadline {
+    while arrived.load(Ordering::Relaxed) && !served.load(Ordering::Relaxed) && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(1));
     }
     let ok = served.load(Ordering::Relaxed);
@@ -704,6 +717,10 @@ fn woken_cpu_waiter_served(preset: &str) -> (bool, gil_core::Counters) {
         h.join().unwrap();
     }
     waiter.join().unwrap();
+    assert!(
+        arrived.load(Ordering::Relaxed),
+        "{preset}: the CPU-class thread never found the lock held in 120 s"
+    );
     (ok, counters)
 }
 

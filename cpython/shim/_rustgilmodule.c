@@ -123,6 +123,18 @@ extern int _PyRustGil_Observing;
    accounting was off, the start failed, the record was dropped). */
 #define PENDING_TIMEOUT_NS 2000000000ULL
 
+/* The ident of pending thread i (its Thread's `ident`), 0 if it has none
+   yet or cannot be read; clears any error. */
+static unsigned long long
+pending_ident(size_t i)
+{
+    PyObject *attr = PyObject_GetAttrString(rustgil_pending[i].handle, "ident");
+    unsigned long long id = attr ? PyLong_AsUnsignedLongLong(attr) : 0;
+    Py_XDECREF(attr);
+    PyErr_Clear();
+    return id == (unsigned long long)-1 ? 0 : id;
+}
+
 /* Names the pending threads whose records carry their tag now, and
    forgets those that will not get one. */
 static void
@@ -132,11 +144,8 @@ settle_pending_names(gil_t *lock)
     uint64_t now = gil_now_ns();
     size_t kept = 0;
     for (size_t i = 0; i < rustgil_npending; i++) {
-        PyObject *ident = PyObject_GetAttrString(rustgil_pending[i].handle, "ident");
-        unsigned long long id = ident ? PyLong_AsUnsignedLongLong(ident) : 0;
-        Py_XDECREF(ident);
-        PyErr_Clear();
-        int named = id != 0 && id != (unsigned long long)-1 &&
+        unsigned long long id = pending_ident(i);
+        int named = id != 0 &&
                     gil_name_tagged(lock, (uint64_t)id, rustgil_pending[i].seen_ns,
                                     rustgil_pending[i].name) == GIL_OK;
         if (named || now - rustgil_pending[i].seen_ns > PENDING_TIMEOUT_NS) {
@@ -164,11 +173,7 @@ forget_pending_name(gil_t *lock, unsigned long ident)
     PyObject *exc = PyErr_GetRaisedException();
     size_t kept = 0;
     for (size_t i = 0; i < rustgil_npending; i++) {
-        PyObject *attr = PyObject_GetAttrString(rustgil_pending[i].handle, "ident");
-        unsigned long long id = attr ? PyLong_AsUnsignedLongLong(attr) : 0;
-        Py_XDECREF(attr);
-        PyErr_Clear();
-        if (id == (unsigned long long)ident) {
+        if (pending_ident(i) == (unsigned long long)ident) {
             Py_DECREF(rustgil_pending[i].handle);
             PyMem_RawFree(rustgil_pending[i].name);
             continue;

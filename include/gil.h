@@ -11,8 +11,9 @@
  * Cancellation (Linux): no pthread_cancel is acted on inside the library.
  * Every call runs with the calling thread's cancellation disabled (the
  * hot calls gil_acquire, gil_acquire_or_abort, gil_try_acquire,
- * gil_release, gil_drop_requested and gil_handle_drop_request only around
- * their waits and callbacks, which are their only cancellation points),
+ * gil_release, gil_drop_requested, gil_handle_drop_request and
+ * gil_tag_thread only around their waits and callbacks, which are their
+ * only cancellation points),
  * and so does every callback the library runs (the gil_event_cb hooks,
  * the gil_drop_request_cb, the gil_abort_cb of gil_acquire_or_abort, the
  * callbacks of the gil_foreach_* functions): a cancellation point reached

@@ -200,7 +200,10 @@ pub unsafe extern "C" fn gil_foreach_thread_stats(
 /// `gil` is NULL or a live lock.
 #[no_mangle]
 pub unsafe extern "C" fn gil_tag_thread(gil: *mut gil_t, token: *mut c_void, tag: u64) -> gil_result_t {
-    guard_result(|| {
+    // Hot: hosts tag on every acquisition while accounting is on, and
+    // tagging reaches no cancellation point (map look-ups under std
+    // mutexes), so it keeps cancellation as it is (see `guard_hot`).
+    guard_result_hot(|| {
         // SAFETY: forwarded from this function's contract.
         let gil = unsafe { lock_ref(gil) }?;
         gil.tag_thread(self::token(token)?, tag).map_err(map_err)

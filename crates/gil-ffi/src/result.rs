@@ -127,7 +127,7 @@ pub(crate) fn guard_result(body: impl FnOnce() -> Result<(), gil_result_t>) -> g
 }
 
 /// [`guard`] without touching cancellation, for the lock's hot calls
-/// (acquire, release, the drop-request flag): their only cancellation
+/// (acquire, release, the drop-request flag, tagging): their only cancellation
 /// points, the condition-variable waits and the callbacks, disable it
 /// inside gil-core, and two `pthread_setcancelstate` calls would double
 /// the cost of an uncontended acquire and release.

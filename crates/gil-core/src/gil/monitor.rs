@@ -521,6 +521,13 @@ mod process {
         monitor.cond.notify_one();
     }
 
+    // Never inlined into the thread's start: in a fork child this thread
+    // is gone and what only its stack pointed at (`watched`) looks lost to
+    // valgrind, whose suppression (crates/gil-ffi/tests/c/valgrind.supp)
+    // knows the allocation by this function's frame. Inlined, the frame
+    // vanished and the C tests' fork child failed at random (whether the
+    // list held a lock at the fork).
+    #[inline(never)]
     fn run(monitor: &'static Monitor) {
         let mut watched: Vec<Gil> = Vec::new();
         let mut registry = monitor.registry.lock();

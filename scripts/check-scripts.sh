@@ -4,7 +4,7 @@
 # `grep -q` (exits at the first match), `head`, or a `sed` that quits. The
 # writer then dies of SIGPIPE once the pipe is closed, the pipeline fails,
 # and the script fails at random, depending on how fast the writer is
-# (issue 29: `ldd ... | grep -qF` failed 11 of 200 times). Read everything
+# (issue 29: ldd piped into a quiet grep failed 11 of 200 times). Read everything
 # instead: `grep ... >/dev/null`, `sed -n 1,Np`.
 #
 #   scripts/check-scripts.sh [FILE...]   (default: every tracked *.sh and .ci/run)

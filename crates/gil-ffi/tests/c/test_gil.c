@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int failures;
@@ -49,6 +50,83 @@ static int scale(void) {
     return v > 0 ? v : 1;
 }
 
+/* ---- watchdog ------------------------------------------------------------
+ * A test that runs past GIL_TEST_WATCHDOG_S seconds (default 300) is
+ * reported by name, with the counters of the last lock new_gil made (read
+ * twice, a second apart: moving counters are a livelock, still ones a
+ * deadlock), and the run aborts. Without it a hang is only the outer
+ * `timeout` killing the whole run with no word on where. */
+static pthread_mutex_t watch_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t watch_cond = PTHREAD_COND_INITIALIZER;
+static const char *watch_test;   /* the test running, NULL between tests */
+static unsigned long watch_round; /* counts tests started */
+static gil_t *watched_gil;        /* the last lock new_gil made, until freed */
+
+static void watch_report_counters(void) {
+    if (watched_gil == NULL) {
+        fprintf(stderr, "  (no lock made by new_gil is alive)\n");
+        return;
+    }
+    gil_counters_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    if (gil_get_counters(watched_gil, &c) != GIL_OK) return;
+    fprintf(stderr,
+            "  counters: acquisitions %llu, switches %llu, drop requests %llu, forced switches %llu, "
+            "preemptions %llu, starvation promotions %llu\n",
+            (unsigned long long)c.acquisitions, (unsigned long long)c.switches,
+            (unsigned long long)c.drop_requests, (unsigned long long)c.forced_switches,
+            (unsigned long long)c.preemptions, (unsigned long long)c.starvation_promotions);
+}
+
+static void *watchdog(void *arg) {
+    int limit = *(int *)arg;
+    pthread_mutex_lock(&watch_mutex);
+    for (;;) {
+        while (watch_test == NULL) pthread_cond_wait(&watch_cond, &watch_mutex);
+        unsigned long round = watch_round;
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += limit;
+        int rc = 0;
+        while (watch_round == round && watch_test != NULL && rc == 0)
+            rc = pthread_cond_timedwait(&watch_cond, &watch_mutex, &deadline);
+        if (watch_round != round || watch_test == NULL) continue;
+        fprintf(stderr, "test %s has run for %d s: stuck\n", watch_test, limit);
+        watch_report_counters();
+        pthread_mutex_unlock(&watch_mutex);
+        sleep(1);
+        pthread_mutex_lock(&watch_mutex);
+        watch_report_counters();
+        fflush(stderr);
+        abort();
+    }
+    return NULL;
+}
+
+/* Forks keep the watchdog's mutex usable in the child. */
+static void watch_lock(void) { pthread_mutex_lock(&watch_mutex); }
+static void watch_unlock(void) { pthread_mutex_unlock(&watch_mutex); }
+
+static void start_watchdog(void) {
+    static int limit;
+    const char *s = getenv("GIL_TEST_WATCHDOG_S");
+    limit = s ? atoi(s) : 300;
+    if (limit <= 0) return;
+    pthread_atfork(watch_lock, watch_unlock, watch_unlock);
+    pthread_t th;
+    if (pthread_create(&th, NULL, watchdog, &limit) != 0) abort();
+    pthread_detach(th);
+}
+
+static void watch(const char *test) {
+    pthread_mutex_lock(&watch_mutex);
+    watch_test = test;
+    watch_round += test != NULL;
+    pthread_cond_signal(&watch_cond);
+    pthread_mutex_unlock(&watch_mutex);
+}
+
 static gil_t *new_gil(uint64_t interval_us, gil_drop_request_cb cb, void *user_data) {
     gil_config_t config;
     gil_t *gil = NULL;
@@ -57,8 +135,20 @@ static gil_t *new_gil(uint64_t interval_us, gil_drop_request_cb cb, void *user_d
     config.on_drop_request = cb;
     config.user_data = user_data;
     if (gil_new(&config, &gil) != GIL_OK) abort();
+    pthread_mutex_lock(&watch_mutex);
+    watched_gil = gil;
+    pthread_mutex_unlock(&watch_mutex);
     return gil;
 }
+
+/* gil_free, first forgetting the lock if the watchdog may read it. */
+static gil_result_t free_gil(gil_t *gil) {
+    pthread_mutex_lock(&watch_mutex);
+    if (gil != NULL && gil == watched_gil) watched_gil = NULL;
+    pthread_mutex_unlock(&watch_mutex);
+    return gil_free(gil);
+}
+#define gil_free free_gil
 
 /* ---- mutual exclusion -------------------------------------------------- */
 
@@ -2011,7 +2101,15 @@ struct test {
     void (*fn)(void);
 };
 
-int main(void) {
+/* With arguments, runs only the tests so named (for looping one test). */
+static bool selected(int argc, char **argv, const char *name) {
+    if (argc < 2) return true;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], name) == 0) return true;
+    return false;
+}
+
+int main(int argc, char **argv) {
     static const struct test tests[] = {
         {"mutual_exclusion", test_mutual_exclusion},
         {"drop_request_through_callback", test_drop_request_through_callback},
@@ -2045,9 +2143,13 @@ int main(void) {
         {"trace_hook_out_of_reach", test_trace_hook_out_of_reach},
     };
     int passed = 0;
+    start_watchdog();
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (!selected(argc, argv, tests[i].name)) continue;
         checks_failed_in_test = 0;
+        watch(tests[i].name);
         tests[i].fn();
+        watch(NULL);
         printf("test %s ... %s\n", tests[i].name, checks_failed_in_test ? "FAILED" : "ok");
         fflush(stdout);
         if (checks_failed_in_test)
@@ -2056,5 +2158,9 @@ int main(void) {
             passed++;
     }
     printf("%d passed, %d failed\n", passed, failures);
+    if (passed + failures == 0) {
+        fprintf(stderr, "no test is named %s\n", argv[1]);
+        return 2;
+    }
     return failures ? 1 : 0;
 }

@@ -76,7 +76,13 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:ha
 step "C tests under valgrind (shared library)"
 # shellcheck disable=SC2046
 cc "${CFLAGS[@]}" "$src" -o "$out/test_gil_shared" $(pkg-config --cflags --libs gil)
-GIL_TEST_SCALE=1 timeout 1200 valgrind --quiet --error-exitcode=99 --leak-check=full \
+# --fair-sched=yes: valgrind runs one thread at a time, and its default
+# (pipe) lock lets the running thread take it straight back; the tests'
+# spinners poll a flag without a system call, so a waiter whose timed wait
+# ended can starve behind them (a CI run hung in thread_stats for 20 min
+# with the default lock; not reproduced here with either lock). The
+# fair lock hands valgrind's lock round the ready threads in turn.
+GIL_TEST_SCALE=1 timeout 1200 valgrind --quiet --fair-sched=yes --error-exitcode=99 --leak-check=full \
     --errors-for-leak-kinds=definite --show-leak-kinds=definite \
     --suppressions=crates/gil-ffi/tests/c/valgrind.supp \
     "$out/test_gil_shared"

@@ -79,6 +79,12 @@
 //!   the holder to drop watches the lock word for a few microseconds before
 //!   it sleeps.
 //!
+//! # One line of text for every host
+//!
+//! [`Options`] parses a lock's configuration from text, the grammar every
+//! host shares (`PRESET[,KEY=VALUE...]`, e.g.
+//! `priority-lazy,lazy_us=30,laps=3,trace=gil-%p.svg`): see [`options`].
+//!
 //! # Observing the lock
 //!
 //! [`Gil::set_event_hook`] reports each wait, acquisition, release (with its
@@ -133,6 +139,7 @@ mod error;
 pub mod events;
 mod gil;
 mod laps;
+pub mod options;
 mod policy;
 mod reason;
 mod stats;
@@ -150,6 +157,7 @@ pub use config::{
 pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind, EventMask, HookId, OwnedHook};
 pub use gil::{monitor_wakeups, Counters, Gil};
+pub use options::{Options, OptionsError};
 pub use reason::ReleaseReason;
 pub use stats::{HistogramSnapshot, Histograms, FINE_SUB_BUCKETS, HISTOGRAM_BUCKETS, HISTOGRAM_FINE_BUCKETS};
 pub use token::Token;

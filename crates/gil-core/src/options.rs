@@ -1,0 +1,670 @@
+//! A lock's configuration as one line of text, the same for every host:
+//! CPython's `-X rust_gil` and `PYTHON_RUST_GIL`, MicroPython's
+//! `MICROPY_RUST_GIL`, the C ABI's `gil_config_parse`.
+//!
+//! ```text
+//! TEXT   = PRESET *( "," OPTION )
+//! OPTION = KEY "=" VALUE                 each KEY at most once
+//! ```
+//!
+//! `PRESET` is one of [`PRESETS`]. The keys, in the order [`Options`]
+//! writes them:
+//!
+//! | key           | value                                                  |
+//! |---------------|--------------------------------------------------------|
+//! | `interval_us` | the switch interval, 0 to [`MAX_SWITCH_INTERVAL_US`] µs (0 behaves as 1) |
+//! | `lazy_us`     | the lazy-release threshold, 1 µs to one hour; lazy presets only |
+//! | `spin_us`     | the spin limit, 0 to [`MAX_SPIN_US`] µs                |
+//! | `laps`        | the bound on laps, 0 to [`MAX_LAPS`]; not `classic`    |
+//! | `stats`       | `1`: per-thread accounting from the start, `0`: off    |
+//! | `trace`       | a trace file: `.json` (Chrome trace events) or `.svg`, `%p` for the process id, `%%` for `%` |
+//! | `trace_ring`  | keep only the last 1 to 2^32 events (needs `trace`)   |
+//!
+//! Strict on purpose: no spaces, no signs, no empty option (`,,` or a
+//! trailing `,`), no unknown key and no key twice, so a typo is an error
+//! and never leaves a default silently in force. Values in error messages
+//! are shown escaped (`\xNN` for a byte that is not printable ASCII), so a
+//! message shows what the text really holds.
+//!
+//! ```
+//! use gil_core::{Options, Policy};
+//! let o: Options = "priority-lazy,lazy_us=30,laps=3".parse()?;
+//! assert_eq!(o.settings().policy, Policy::Priority);
+//! assert_eq!(o.settings().lazy_release_us, Some(30));
+//! assert_eq!(o.to_string(), "priority-lazy,lazy_us=30,laps=3");
+//! let e = "priority,laps=99".parse::<Options>().unwrap_err();
+//! assert_eq!(e.to_string(), "'priority,laps=99': laps must be a number from 0 to 16, not '99'");
+//! # Ok::<(), gil_core::OptionsError>(())
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::{GilConfig, Policy, Settings, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS};
+
+/// The longest `trace` file name accepted, in bytes: room for `%p` to grow
+/// into a process id within the C ABI's `GIL_TRACE_PATH_MAX` (1024).
+pub const MAX_TRACE_PATH: usize = 991;
+
+/// The most events `trace_ring` may keep: 2^32.
+pub const MAX_TRACE_RING: u64 = 1 << 32;
+
+/// One option key of the grammar.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// `interval_us`: the switch interval.
+    IntervalUs,
+    /// `lazy_us`: the lazy-release threshold.
+    LazyUs,
+    /// `spin_us`: the spin limit.
+    SpinUs,
+    /// `laps`: the bound on laps.
+    Laps,
+    /// `stats`: per-thread accounting from the start.
+    Stats,
+    /// `trace`: a trace file.
+    Trace,
+    /// `trace_ring`: a ring trace's size.
+    TraceRing,
+}
+
+impl Key {
+    /// Every key, in the order [`Options`] writes them.
+    pub const ALL: [Key; 7] = [
+        Key::IntervalUs,
+        Key::LazyUs,
+        Key::SpinUs,
+        Key::Laps,
+        Key::Stats,
+        Key::Trace,
+        Key::TraceRing,
+    ];
+
+    /// The key as written in the text.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Key::IntervalUs => "interval_us",
+            Key::LazyUs => "lazy_us",
+            Key::SpinUs => "spin_us",
+            Key::Laps => "laps",
+            Key::Stats => "stats",
+            Key::Trace => "trace",
+            Key::TraceRing => "trace_ring",
+        }
+    }
+
+    /// Whether the key asks for an observer (accounting or a trace) rather
+    /// than setting the lock.
+    pub const fn is_observer(self) -> bool {
+        matches!(self, Key::Stats | Key::Trace | Key::TraceRing)
+    }
+
+    /// This key's bit in [`Options::given_mask`] (and the C ABI's
+    /// `GIL_OPTION_*`): `1 << ` its place in [`Key::ALL`].
+    pub const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+
+    fn from_name(name: &[u8]) -> Option<Key> {
+        Key::ALL.into_iter().find(|k| k.name().as_bytes() == name)
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The text parsed: a preset, what the options set on top of it, and the
+/// observers asked for. Built by [`Options::parse`] (or `str::parse`), or
+/// from [`Settings`] by [`Options::from_settings`]; written back by
+/// `Display`, which [`Options::parse`] reads as the same value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    preset: &'static str,
+    settings: Settings,
+    stats: bool,
+    trace: Option<String>,
+    trace_ring: Option<u64>,
+    given: u32,
+}
+
+impl Options {
+    /// Parses `text` (see the [module](self) for the grammar). Bytes, not a
+    /// `str`: hosts read it from the environment or a command line, where it
+    /// may be anything; only a `trace` file name may hold non-ASCII, and it
+    /// must be UTF-8.
+    ///
+    /// # Errors
+    /// An [`OptionsError`] naming the text and what is wrong in it.
+    pub fn parse(text: &[u8]) -> Result<Options, OptionsError> {
+        parse(text).map_err(|kind| OptionsError {
+            text: shown(text, 256),
+            kind,
+        })
+    }
+
+    /// The options a live lock's (or a configuration's) settings are: the
+    /// preset they are, with every value that differs from the preset's
+    /// given as an option; no observers. `None` if no text says them: a
+    /// combination no preset names (see [`Settings::preset`]), or a value
+    /// the grammar refuses (`laps` on `classic`, a lazy threshold of 0).
+    pub fn from_settings(settings: Settings) -> Option<Options> {
+        let preset = settings.preset()?;
+        let base = GilConfig::preset(preset).ok()?.settings();
+        let mut text = preset.to_owned();
+        if settings.switch_interval_us != base.switch_interval_us {
+            text += &format!(",interval_us={}", settings.switch_interval_us);
+        }
+        if settings.lazy_release_us != base.lazy_release_us {
+            text += &format!(",lazy_us={}", settings.lazy_release_us?);
+        }
+        if settings.spin_us != base.spin_us {
+            text += &format!(",spin_us={}", settings.spin_us);
+        }
+        if settings.laps != base.laps {
+            text += &format!(",laps={}", settings.laps);
+        }
+        Options::parse(text.as_bytes()).ok().filter(|o| o.settings == settings)
+    }
+
+    /// The preset named, one of [`PRESETS`].
+    pub fn preset(&self) -> &'static str {
+        self.preset
+    }
+
+    /// The lock's settings: the preset's, with the options applied.
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    /// A configuration to build the lock from (no callback: the host adds
+    /// its own).
+    pub fn config(&self) -> GilConfig {
+        let s = self.settings;
+        let mut c = GilConfig::preset(self.preset)
+            .expect("a parsed preset is a preset")
+            .switch_interval_us(s.switch_interval_us)
+            .lazy_release_us(s.lazy_release_us)
+            .spin_us(s.spin_us);
+        if s.laps != 0 {
+            c = c.laps(s.laps);
+        }
+        c
+    }
+
+    /// `stats=1`: per-thread accounting from the start.
+    pub fn stats(&self) -> bool {
+        self.stats
+    }
+
+    /// `trace=PATH`: the file name as given, `%p` and `%%` not yet replaced
+    /// (see [`expand_trace_path`]).
+    pub fn trace(&self) -> Option<&str> {
+        self.trace.as_deref()
+    }
+
+    /// `trace_ring=N`: keep only the last N events.
+    pub fn trace_ring(&self) -> Option<u64> {
+        self.trace_ring
+    }
+
+    /// Whether the text gave `key`.
+    pub fn given(&self, key: Key) -> bool {
+        self.given & key.bit() != 0
+    }
+
+    /// The keys the text gave, as [`Key::bit`]s.
+    pub fn given_mask(&self) -> u32 {
+        self.given
+    }
+}
+
+impl FromStr for Options {
+    type Err = OptionsError;
+
+    fn from_str(text: &str) -> Result<Options, OptionsError> {
+        Options::parse(text.as_bytes())
+    }
+}
+
+impl fmt::Display for Options {
+    /// The preset, then each option the text gave, in [`Key::ALL`] order.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.preset)?;
+        let s = &self.settings;
+        for key in Key::ALL.into_iter().filter(|k| self.given(*k)) {
+            write!(f, ",{key}=")?;
+            match key {
+                Key::IntervalUs => write!(f, "{}", s.switch_interval_us)?,
+                Key::LazyUs => write!(f, "{}", s.lazy_release_us.unwrap_or_default())?,
+                Key::SpinUs => write!(f, "{}", s.spin_us)?,
+                Key::Laps => write!(f, "{}", s.laps)?,
+                Key::Stats => write!(f, "{}", u8::from(self.stats))?,
+                Key::Trace => f.write_str(self.trace.as_deref().unwrap_or_default())?,
+                Key::TraceRing => write!(f, "{}", self.trace_ring.unwrap_or_default())?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A text [`Options::parse`] refused: the text (escaped) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionsError {
+    text: String,
+    kind: OptionsErrorKind,
+}
+
+impl OptionsError {
+    /// What is wrong.
+    pub fn kind(&self) -> &OptionsErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for OptionsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "'{}': {}", self.text, self.kind)
+    }
+}
+
+impl std::error::Error for OptionsError {}
+
+/// What is wrong in a text. Parts of the text it names are escaped for
+/// display (see the [module](self)).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OptionsErrorKind {
+    /// The text is empty.
+    Empty,
+    /// The text starts with `,`.
+    NoPreset,
+    /// Not one of [`PRESETS`].
+    UnknownPreset(String),
+    /// An empty option: `,,` (`trailing: false`) or a `,` at the end.
+    EmptyOption {
+        /// Whether it is a `,` at the end.
+        trailing: bool,
+    },
+    /// An option without `=`.
+    NotKeyValue(String),
+    /// An option with nothing before its `=`.
+    NoKey(String),
+    /// A key the grammar does not have.
+    UnknownKey(String),
+    /// A key given twice.
+    Twice(Key),
+    /// `lazy_us` on a preset without lazy release.
+    LazyUsWithoutLazyRelease,
+    /// `laps` on `classic`, which keeps CPython's rule.
+    LapsOnClassic,
+    /// A value out of its key's range, or not a number.
+    BadValue {
+        /// The key.
+        key: Key,
+        /// The value given.
+        value: String,
+    },
+    /// A `trace` file name the lock cannot write.
+    BadTracePath {
+        /// The name given.
+        path: String,
+        /// Why not.
+        problem: TracePathProblem,
+    },
+    /// `trace_ring` without `trace`.
+    TraceRingWithoutTrace,
+}
+
+/// Why a `trace` file name is refused.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TracePathProblem {
+    /// Empty, or longer than [`MAX_TRACE_PATH`] bytes.
+    Length,
+    /// A `%` not followed by `p` or `%`.
+    Percent,
+    /// Neither `.json` nor `.svg` at the end.
+    Extension,
+    /// Not UTF-8, or a NUL byte in it.
+    Encoding,
+}
+
+fn known_presets() -> String {
+    PRESETS.join(", ")
+}
+
+const KEYS: &str = "keys: interval_us, lazy_us, spin_us, laps, stats, trace, trace_ring";
+
+impl fmt::Display for OptionsErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use OptionsErrorKind as E;
+        match self {
+            E::Empty => write!(f, "no GIL policy given (PRESET[,KEY=VALUE...], presets: {})", known_presets()),
+            E::NoPreset => write!(f, "no GIL policy before ',' (known: {})", known_presets()),
+            E::UnknownPreset(p) => write!(f, "unknown GIL policy '{p}' (known: {})", known_presets()),
+            E::EmptyOption { trailing: true } => write!(f, "a trailing ',' (options are KEY=VALUE, {KEYS})"),
+            E::EmptyOption { trailing: false } => write!(f, "an empty option ',,' (options are KEY=VALUE, {KEYS})"),
+            E::NotKeyValue(o) => write!(f, "'{o}' is not KEY=VALUE ({KEYS})"),
+            E::NoKey(o) => write!(f, "'{o}' has no key ({KEYS})"),
+            E::UnknownKey(k) => write!(f, "unknown option '{k}' ({KEYS})"),
+            E::Twice(k) => write!(f, "{k} is given twice"),
+            E::LazyUsWithoutLazyRelease => f.write_str(
+                "lazy_us needs a policy with lazy release (lazy, priority-lazy, priority-lazy-monitor)",
+            ),
+            E::LapsOnClassic => f.write_str(
+                "laps needs a policy that bounds overtaking (a priority or monitor preset; classic keeps CPython's rule)",
+            ),
+            E::BadValue { key, value } => match key {
+                Key::IntervalUs => write!(
+                    f,
+                    "interval_us must be a number of microseconds from 0 to {MAX_SWITCH_INTERVAL_US}, not '{value}'"
+                ),
+                Key::LazyUs => write!(
+                    f,
+                    "lazy_us must be a number of microseconds from 1 to {MAX_SWITCH_INTERVAL_US}, not '{value}'"
+                ),
+                Key::SpinUs => write!(
+                    f,
+                    "spin_us must be a number of microseconds from 0 to {MAX_SPIN_US}, not '{value}'"
+                ),
+                Key::Laps => write!(f, "laps must be a number from 0 to {MAX_LAPS}, not '{value}'"),
+                Key::Stats => write!(f, "stats must be 0 or 1, not '{value}'"),
+                Key::TraceRing => write!(
+                    f,
+                    "trace_ring must be a number of events from 1 to {MAX_TRACE_RING}, not '{value}'"
+                ),
+                Key::Trace => write!(f, "trace file '{value}' is not a file name"),
+            },
+            E::BadTracePath { path, problem } => match problem {
+                TracePathProblem::Length => write!(
+                    f,
+                    "trace needs a file name of 1 to {MAX_TRACE_PATH} bytes, not '{path}'"
+                ),
+                TracePathProblem::Percent => write!(
+                    f,
+                    "trace file '{path}': % must be followed by p (the process id) or % (a percent sign)"
+                ),
+                TracePathProblem::Extension => write!(
+                    f,
+                    "trace file '{path}' must end in .json (Chrome trace events, for Perfetto) or .svg (a timeline)"
+                ),
+                TracePathProblem::Encoding => {
+                    write!(f, "trace file '{path}' must be UTF-8 without NUL bytes")
+                }
+            },
+            E::TraceRingWithoutTrace => f.write_str("trace_ring needs trace=PATH"),
+        }
+    }
+}
+
+/// `text` for a message: printable ASCII as is, `\\` and `\'` escaped,
+/// `\t` `\n` `\r`, every other byte as `\xNN`; cut with `...` so that it
+/// stays under `size` bytes.
+fn shown(text: &[u8], size: usize) -> String {
+    let mut out = String::new();
+    for &c in text {
+        let piece = match c {
+            b'\\' | b'\'' => format!("\\{}", c as char),
+            b'\t' => "\\t".to_owned(),
+            b'\n' => "\\n".to_owned(),
+            b'\r' => "\\r".to_owned(),
+            0x20..=0x7e => (c as char).to_string(),
+            _ => format!("\\x{c:02x}"),
+        };
+        if out.len() + piece.len() + 4 > size {
+            out.push_str("...");
+            break;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+/// A whole unsigned decimal number (digits only) no larger than `max`.
+fn number(value: &[u8], max: u64) -> Option<u64> {
+    if value.is_empty() {
+        return None;
+    }
+    value.iter().try_fold(0u64, |v, &c| {
+        let digit = u64::from(c.checked_sub(b'0').filter(|d| *d <= 9)?);
+        v.checked_mul(10)?.checked_add(digit).filter(|v| *v <= max)
+    })
+}
+
+/// Checks a `trace` file name (see the [module](self)).
+fn check_trace_path(path: &[u8]) -> Result<String, TracePathProblem> {
+    if path.is_empty() || path.len() > MAX_TRACE_PATH {
+        return Err(TracePathProblem::Length);
+    }
+    let mut i = 0;
+    while i < path.len() {
+        if path[i] == b'%' {
+            if !matches!(path.get(i + 1), Some(b'p' | b'%')) {
+                return Err(TracePathProblem::Percent);
+            }
+            i += 1;
+        }
+        i += 1;
+    }
+    let ends = |ext: &[u8]| path.len() > ext.len() && path[path.len() - ext.len()..].eq_ignore_ascii_case(ext);
+    if !ends(b".json") && !ends(b".svg") {
+        return Err(TracePathProblem::Extension);
+    }
+    match std::str::from_utf8(path) {
+        Ok(s) if !s.contains('\0') => Ok(s.to_owned()),
+        _ => Err(TracePathProblem::Encoding),
+    }
+}
+
+/// A `trace` file name for process `pid`: `%p` replaced by the pid, `%%`
+/// by `%`. `None` if `template` is not one [`Options::parse`] accepts.
+pub fn expand_trace_path(template: &str, pid: u32) -> Option<String> {
+    check_trace_path(template.as_bytes()).ok()?;
+    let mut out = String::with_capacity(template.len() + 8);
+    let mut chars = template.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.next() {
+                Some('p') => out += &pid.to_string(),
+                _ => out.push('%'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+fn parse(text: &[u8]) -> Result<Options, OptionsErrorKind> {
+    use OptionsErrorKind as E;
+    if text.is_empty() {
+        return Err(E::Empty);
+    }
+    let mut parts = text.split(|&c| c == b',');
+    let preset_text = parts.next().unwrap_or_default();
+    if preset_text.is_empty() {
+        return Err(E::NoPreset);
+    }
+    let preset = PRESETS
+        .iter()
+        .copied()
+        .find(|p| p.as_bytes() == preset_text)
+        .ok_or_else(|| E::UnknownPreset(shown(preset_text, 128)))?;
+    let mut config = GilConfig::preset(preset).expect("listed presets exist").settings();
+    let mut o = Options {
+        preset,
+        settings: config,
+        stats: false,
+        trace: None,
+        trace_ring: None,
+        given: 0,
+    };
+    let mut parts = parts.peekable();
+    while let Some(option) = parts.next() {
+        if option.is_empty() {
+            return Err(E::EmptyOption {
+                trailing: parts.peek().is_none(),
+            });
+        }
+        let Some(eq) = option.iter().position(|&c| c == b'=') else {
+            return Err(E::NotKeyValue(shown(option, 128)));
+        };
+        let (name, value) = (&option[..eq], &option[eq + 1..]);
+        if name.is_empty() {
+            return Err(E::NoKey(shown(option, 128)));
+        }
+        let key = Key::from_name(name).ok_or_else(|| E::UnknownKey(shown(name, 128)))?;
+        if o.given(key) {
+            return Err(E::Twice(key));
+        }
+        o.given |= key.bit();
+        let bad = || E::BadValue {
+            key,
+            value: shown(value, 128),
+        };
+        match key {
+            Key::IntervalUs => config.switch_interval_us = number(value, MAX_SWITCH_INTERVAL_US).ok_or_else(bad)?,
+            Key::LazyUs => {
+                if config.lazy_release_us.is_none() {
+                    return Err(E::LazyUsWithoutLazyRelease);
+                }
+                let us = number(value, MAX_SWITCH_INTERVAL_US).filter(|us| *us > 0);
+                config.lazy_release_us = Some(us.ok_or_else(bad)?);
+            }
+            Key::SpinUs => config.spin_us = number(value, MAX_SPIN_US).ok_or_else(bad)?,
+            Key::Laps => {
+                if config.policy == Policy::Classic && !config.monitor {
+                    return Err(E::LapsOnClassic);
+                }
+                let laps = number(value, u64::from(MAX_LAPS)).ok_or_else(bad)?;
+                config.laps = u32::try_from(laps).expect("at most MAX_LAPS");
+            }
+            Key::Stats => {
+                o.stats = match value {
+                    b"0" => false,
+                    b"1" => true,
+                    _ => return Err(bad()),
+                }
+            }
+            Key::Trace => {
+                o.trace = Some(check_trace_path(value).map_err(|problem| E::BadTracePath {
+                    path: shown(value, 128),
+                    problem,
+                })?);
+            }
+            Key::TraceRing => {
+                o.trace_ring = Some(number(value, MAX_TRACE_RING).filter(|n| *n > 0).ok_or_else(bad)?);
+            }
+        }
+    }
+    if o.trace_ring.is_some() && o.trace.is_none() {
+        return Err(E::TraceRingWithoutTrace);
+    }
+    o.settings = config;
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        text.parse::<Options>().unwrap_err().kind().to_string()
+    }
+
+    #[test]
+    fn a_preset_alone_is_its_settings() {
+        for preset in PRESETS {
+            let o: Options = preset.parse().unwrap();
+            assert_eq!(o.settings(), GilConfig::preset(preset).unwrap().settings());
+            assert_eq!(o.given_mask(), 0);
+            assert_eq!(o.to_string(), *preset);
+        }
+    }
+
+    #[test]
+    fn every_key_sets_what_it_names() {
+        let o: Options =
+            "priority-lazy,interval_us=0,lazy_us=30,spin_us=20,laps=3,stats=1,trace=t-%p-%%.JSON,trace_ring=9"
+                .parse()
+                .unwrap();
+        let s = o.settings();
+        assert_eq!(
+            (s.switch_interval_us, s.lazy_release_us, s.spin_us, s.laps),
+            (0, Some(30), 20, 3)
+        );
+        assert!(o.stats());
+        assert_eq!(o.trace(), Some("t-%p-%%.JSON"));
+        assert_eq!(o.trace_ring(), Some(9));
+        assert_eq!(o.given_mask(), 0x7f);
+        assert_eq!(expand_trace_path(o.trace().unwrap(), 42).unwrap(), "t-42-%.JSON");
+        let c = o.config().settings();
+        assert_eq!(c, s);
+    }
+
+    #[test]
+    fn errors_name_what_is_wrong() {
+        assert!(err("").starts_with("no GIL policy given"));
+        assert!(err(",laps=1").starts_with("no GIL policy before ','"));
+        assert!(err("fast").starts_with("unknown GIL policy 'fast' (known: classic, priority,"));
+        assert!(err("priority,").starts_with("a trailing ','"));
+        assert!(err("priority,,laps=1").starts_with("an empty option ',,'"));
+        assert!(err("priority,laps").starts_with("'laps' is not KEY=VALUE"));
+        assert!(err("priority,=3").starts_with("'=3' has no key"));
+        assert!(err("priority,lap=3").starts_with("unknown option 'lap'"));
+        assert_eq!(err("priority,laps=1,laps=2"), "laps is given twice");
+        assert!(err("priority,lazy_us=5").starts_with("lazy_us needs a policy with lazy release"));
+        assert!(err("classic,laps=2").starts_with("laps needs a policy that bounds overtaking"));
+        assert!(err("lazy,lazy_us=0").starts_with("lazy_us must be a number of microseconds from 1"));
+        assert!(err("priority,spin_us=10001").ends_with("not '10001'"));
+        assert!(err("priority,spin_us=+1").ends_with("not '+1'"));
+        assert!(err("priority,interval_us=3600000001").starts_with("interval_us must be"));
+        assert_eq!(err("priority,stats=2"), "stats must be 0 or 1, not '2'");
+        assert!(err("priority,trace=x.txt").contains("must end in .json"));
+        assert!(err("priority,trace=%d.svg").contains("% must be followed by p"));
+        assert!(err("priority,trace=").starts_with("trace needs a file name of 1 to 991 bytes"));
+        assert!(err("priority,trace=a.svg,trace_ring=0").starts_with("trace_ring must be"));
+        assert_eq!(err("priority,trace_ring=5"), "trace_ring needs trace=PATH");
+        // laps is checked on the preset, not on what came before it.
+        assert!("monitor,laps=2".parse::<Options>().is_ok());
+    }
+
+    #[test]
+    fn messages_show_the_bytes_escaped() {
+        let e = Options::parse(b"prio\xffrity\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "'prio\\xffrity\\n': unknown GIL policy 'prio\\xffrity\\n' (known: {})",
+                known_presets()
+            )
+        );
+        let long = "x".repeat(300);
+        let e = long.parse::<Options>().unwrap_err().to_string();
+        assert!(e.starts_with(&format!("'{}...'", "x".repeat(252))), "{e}");
+        assert!(err("priority,trace=\u{0}\u{e9}.svg").contains("UTF-8 without NUL"));
+        assert!(Options::parse(b"priority,trace=\xff.svg").is_err());
+    }
+
+    #[test]
+    fn settings_round_trip_through_text() {
+        for preset in PRESETS {
+            let s = GilConfig::preset(preset)
+                .unwrap()
+                .spin_us(7)
+                .switch_interval_us(300)
+                .settings();
+            let o = Options::from_settings(s).unwrap();
+            assert_eq!(o.to_string().parse::<Options>().unwrap().settings(), s);
+        }
+        // Classic ignores laps, so no text says it.
+        assert!(Options::from_settings(GilConfig::new().laps(3).settings()).is_none());
+        // No preset is classic with lazy release and the monitor.
+        let s = GilConfig::new().lazy_release_us(Some(50)).monitor(true).settings();
+        assert!(Options::from_settings(s).is_none());
+    }
+}

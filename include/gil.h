@@ -67,6 +67,30 @@
 // true value.
 #define GIL_HISTOGRAM_FINE_BUCKETS 496
 
+// Room for a `trace` file name in `gil_options_t`, its NUL included.
+#define GIL_TRACE_PATH_MAX 1024
+
+// `gil_options_t.given`: the text gave `interval_us`.
+#define GIL_OPTION_INTERVAL_US (1 << 0)
+
+// `gil_options_t.given`: the text gave `lazy_us`.
+#define GIL_OPTION_LAZY_US (1 << 1)
+
+// `gil_options_t.given`: the text gave `spin_us`.
+#define GIL_OPTION_SPIN_US (1 << 2)
+
+// `gil_options_t.given`: the text gave `laps`.
+#define GIL_OPTION_LAPS (1 << 3)
+
+// `gil_options_t.given`: the text gave `stats`.
+#define GIL_OPTION_STATS (1 << 4)
+
+// `gil_options_t.given`: the text gave `trace`.
+#define GIL_OPTION_TRACE (1 << 5)
+
+// `gil_options_t.given`: the text gave `trace_ring`.
+#define GIL_OPTION_TRACE_RING (1 << 6)
+
 // `gil_trace_start` flag: keep the last `max_events` events instead of
 // stopping when full (a ring buffer); the trace then starts at the oldest
 // event kept and ends when it is stopped. Its memory stays bounded however
@@ -309,6 +333,26 @@ typedef struct {
   // `hold` in fine buckets.
   uint64_t hold_fine[GIL_HISTOGRAM_FINE_BUCKETS];
 } gil_histograms_t;
+
+// What an options text asks for beyond the lock's configuration: the
+// observers a host starts with the lock, and which keys were given.
+// Written whole by `gil_config_parse` (`struct_size` included).
+typedef struct {
+  // `sizeof(gil_options_t)`.
+  uint32_t struct_size;
+  // The keys the text gave, as `GIL_OPTION_*` bits (a host that has its
+  // own way to set the switch interval can tell `interval_us=` given
+  // from the default).
+  uint32_t given;
+  // `trace_ring=N`: keep only the last N events (`GIL_TRACE_RING`); 0
+  // if not given.
+  uint64_t trace_ring;
+  // `stats=1`: 1, per-thread accounting from the start; else 0.
+  uint32_t stats;
+  // `trace=PATH`: the file name as given, `%p` not yet replaced (see
+  // `gil_trace_path`), NUL-terminated; empty if not given.
+  char trace[GIL_TRACE_PATH_MAX];
+} gil_options_t;
 
 // Counters of one lock, filled by `gil_get_counters`.
 typedef struct {
@@ -746,6 +790,55 @@ gil_result_t gil_reset_histograms(gil_t *gil);
 // writable `gil_histograms_t` of the size its `struct_size` says.
 gil_result_t gil_get_histograms(const gil_t *gil,
                                 gil_histograms_t *histograms_out);
+
+// Parses an options text, `PRESET[,KEY=VALUE...]`, the grammar every host
+// shares: a preset name (see `gil_preset_name`), then each at most once
+// `interval_us` (0 to `GIL_MAX_SWITCH_INTERVAL_US`), `lazy_us` (1 µs to an
+// hour; lazy presets only), `spin_us` (0 to `GIL_MAX_SPIN_US`), `laps` (0
+// to `GIL_MAX_LAPS`; not `classic`), `stats` (0 or 1), `trace` (a file
+// name ending in `.json` or `.svg`; `%p` for the process id, `%%` for a
+// percent sign), `trace_ring` (1 to 2^32 events; needs `trace`). No
+// spaces; an unknown key, a key given twice and an empty option are
+// errors, so a typo never leaves a default silently in force.
+//
+// On success fills `*config_out` (whole, `struct_size` included, no
+// callback: add the host's own) and, if `options_out` is not NULL,
+// `*options_out`. With `options_out` NULL the host starts no observers,
+// and `stats`, `trace` and `trace_ring` are refused.
+//
+// On failure writes nothing to the outputs and puts a message for the
+// user into `err` (if not NULL; cut to `err_len` bytes, NUL included; 256
+// bytes hold every message but the longest values), naming the text
+// (escaped: `\xNN` for a byte that is not printable ASCII) and what is
+// wrong, e.g. `'priority,laps=99': laps must be a number from 0 to 16, not
+// '99'`. Returns `GIL_ERR_UNKNOWN_PRESET` for an unknown preset,
+// `GIL_ERR_INVALID_CONFIG` for anything else wrong in the text,
+// `GIL_ERR_NULL_ARGUMENT` if `text` or `config_out` is NULL. Any thread.
+//
+// # Safety
+// `text` is NULL or a NUL-terminated string; `config_out` is NULL or
+// writable for a `gil_config_t`; `options_out` is NULL or writable for a
+// `gil_options_t`; `err` is NULL or writable for `err_len` bytes.
+gil_result_t gil_config_parse(const char *text,
+                              gil_config_t *config_out,
+                              gil_options_t *options_out,
+                              char *err,
+                              size_t err_len);
+
+// The trace file name for process `pid` from a `trace=` name as given
+// (`gil_options_t.trace`): `%p` replaced by `pid`, `%%` by `%`, into `out`
+// (`out_len` bytes, NUL included). `GIL_ERR_INVALID_ARGUMENT` if
+// `template` is not a name `gil_config_parse` accepts, or the name does
+// not fit in `out` (nothing is written then); `GIL_ERR_NULL_ARGUMENT` if
+// `template` or `out` is NULL. Any thread.
+//
+// # Safety
+// `template` is NULL or a NUL-terminated string; `out` is NULL or
+// writable for `out_len` bytes.
+gil_result_t gil_trace_path(const char *template_,
+                            uint32_t pid,
+                            char *out,
+                            size_t out_len);
 
 // `*holder_out` = the token holding the lock, or NULL if it is free. For
 // observers (debuggers, profilers): a racy snapshot. Any thread.

@@ -140,7 +140,21 @@ impl Options {
     /// # Errors
     /// An [`OptionsError`] naming the text and what is wrong in it.
     pub fn parse(text: &[u8]) -> Result<Options, OptionsError> {
-        parse(text).map_err(|kind| OptionsError {
+        Options::parse_with(text, true)
+    }
+
+    /// [`parse`](Self::parse) for a host that starts no observers: `stats`,
+    /// `trace` and `trace_ring` are refused
+    /// ([`OptionsErrorKind::ObserverNotTaken`]) rather than ignored.
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse).
+    pub fn parse_without_observers(text: &[u8]) -> Result<Options, OptionsError> {
+        Options::parse_with(text, false)
+    }
+
+    fn parse_with(text: &[u8], observers: bool) -> Result<Options, OptionsError> {
+        parse(text, observers).map_err(|kind| OptionsError {
             text: shown(text, 256),
             kind,
         })
@@ -317,6 +331,9 @@ pub enum OptionsErrorKind {
     },
     /// `trace_ring` without `trace`.
     TraceRingWithoutTrace,
+    /// An observer key given to a host that starts no observers
+    /// ([`Options::parse_without_observers`]).
+    ObserverNotTaken(Key),
 }
 
 /// Why a `trace` file name is refused.
@@ -397,6 +414,7 @@ impl fmt::Display for OptionsErrorKind {
                 }
             },
             E::TraceRingWithoutTrace => f.write_str("trace_ring needs trace=PATH"),
+            E::ObserverNotTaken(k) => write!(f, "{k} asks for an observer, and this host starts none"),
         }
     }
 }
@@ -479,7 +497,7 @@ pub fn expand_trace_path(template: &str, pid: u32) -> Option<String> {
     Some(out)
 }
 
-fn parse(text: &[u8]) -> Result<Options, OptionsErrorKind> {
+fn parse(text: &[u8], observers: bool) -> Result<Options, OptionsErrorKind> {
     use OptionsErrorKind as E;
     if text.is_empty() {
         return Err(E::Empty);
@@ -520,6 +538,9 @@ fn parse(text: &[u8]) -> Result<Options, OptionsErrorKind> {
         let key = Key::from_name(name).ok_or_else(|| E::UnknownKey(shown(name, 128)))?;
         if o.given(key) {
             return Err(E::Twice(key));
+        }
+        if key.is_observer() && !observers {
+            return Err(E::ObserverNotTaken(key));
         }
         o.given |= key.bit();
         let bad = || E::BadValue {
@@ -631,6 +652,9 @@ mod tests {
         assert_eq!(err("priority,trace_ring=5"), "trace_ring needs trace=PATH");
         // laps is checked on the preset, not on what came before it.
         assert!("monitor,laps=2".parse::<Options>().is_ok());
+        let e = Options::parse_without_observers(b"priority,laps=1,stats=1").unwrap_err();
+        assert_eq!(e.kind(), &OptionsErrorKind::ObserverNotTaken(Key::Stats));
+        assert!(Options::parse_without_observers(b"priority,laps=1").is_ok());
     }
 
     #[test]

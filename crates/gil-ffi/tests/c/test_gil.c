@@ -2101,6 +2101,53 @@ struct test {
     void (*fn)(void);
 };
 
+/* ---- the options grammar ------------------------------------------------- */
+
+static void test_options_text(void) {
+    gil_config_t config;
+    gil_options_t options;
+    char err[256];
+    err[0] = '\0';
+    CHECK_RESULT(gil_config_parse("priority-lazy-monitor,interval_us=2000,lazy_us=30,spin_us=20,laps=3,"
+                                  "stats=1,trace=gil-%p-%%.json,trace_ring=500",
+                                  &config, &options, err, sizeof err),
+                 GIL_OK);
+    CHECK(err[0] == '\0');
+    CHECK(config.struct_size == sizeof config && config.policy == GIL_POLICY_PRIORITY && config.monitor == 1);
+    CHECK(config.switch_interval_us == 2000 && config.lazy_release_us == 30 && config.spin_us == 20 &&
+          config.laps == 3 && config.on_drop_request == NULL);
+    CHECK(options.struct_size == sizeof options && options.given == 0x7f);
+    CHECK(options.stats == 1 && options.trace_ring == 500 && strcmp(options.trace, "gil-%p-%%.json") == 0);
+    char path[64];
+    CHECK_RESULT(gil_trace_path(options.trace, 4321, path, sizeof path), GIL_OK);
+    CHECK(strcmp(path, "gil-4321-%.json") == 0);
+    CHECK_RESULT(gil_trace_path("gil.txt", 1, path, sizeof path), GIL_ERR_INVALID_ARGUMENT);
+    /* What it parses builds a lock. */
+    gil_t *gil = NULL;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    const char *name = NULL;
+    CHECK_RESULT(gil_get_preset(gil, &name), GIL_OK);
+    CHECK(name != NULL && strcmp(name, "priority-lazy-monitor") == 0);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+
+    /* Errors: a code, a message naming the text, no output written. */
+    gil_config_t untouched;
+    memset(&untouched, 0xab, sizeof untouched);
+    CHECK_RESULT(gil_config_parse("priority,laps=99", &untouched, NULL, err, sizeof err), GIL_ERR_INVALID_CONFIG);
+    CHECK(strcmp(err, "'priority,laps=99': laps must be a number from 0 to 16, not '99'") == 0);
+    CHECK(untouched.struct_size == 0xabababab);
+    CHECK_RESULT(gil_config_parse("fast\x01", &untouched, NULL, err, sizeof err), GIL_ERR_UNKNOWN_PRESET);
+    const char *want = "'fast\\x01': unknown GIL policy 'fast\\x01' (known: classic,";
+    CHECK(strncmp(err, want, strlen(want)) == 0);
+    CHECK_RESULT(gil_config_parse("priority,stats=1", &untouched, NULL, err, sizeof err), GIL_ERR_INVALID_CONFIG);
+    CHECK(strstr(err, "stats asks for an observer") != NULL);
+    char tiny[8];
+    CHECK_RESULT(gil_config_parse("priority,", &untouched, NULL, tiny, sizeof tiny), GIL_ERR_INVALID_CONFIG);
+    CHECK(strcmp(tiny, "'priori") == 0);
+    CHECK_RESULT(gil_config_parse(NULL, &untouched, NULL, NULL, 0), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_config_parse("priority", NULL, NULL, NULL, 0), GIL_ERR_NULL_ARGUMENT);
+}
+
 /* With arguments, runs only the tests so named (for looping one test). */
 static bool selected(int argc, char **argv, const char *name) {
     if (argc < 2) return true;
@@ -2141,6 +2188,7 @@ int main(int argc, char **argv) {
         {"cancel_in_drop_cb_holder", test_cancel_in_drop_cb_holder},
         {"hook_handles_of_two_locks", test_hook_handles_of_two_locks},
         {"trace_hook_out_of_reach", test_trace_hook_out_of_reach},
+        {"options_text", test_options_text},
     };
     int passed = 0;
     start_watchdog();

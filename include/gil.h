@@ -99,8 +99,9 @@
 // for a thread's life replaces the one before.
 #define GIL_TRACE_RING 1
 
-// What a call did. The numbers are fixed forever; a retired code is never
-// reused.
+// What a call did. The numbers are fixed forever; a retired code stays
+// listed here as a comment and its number is never given to another
+// meaning (none is retired so far).
 enum gil_result_t
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
@@ -152,6 +153,10 @@ enum gil_result_t
   // `gil_tag_thread` from a thread other than the one using the token
   // (the one that made its latest accounting event); nothing changed.
   GIL_ERR_FOREIGN_THREAD = 16,
+  // An error this version of the C ABI has no code of its own for (a
+  // newer gil-core error reaching an older mapping). Not a bug in the
+  // library: that is `GIL_ERR_PANIC`.
+  GIL_ERR_OTHER = 17,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

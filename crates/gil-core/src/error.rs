@@ -46,6 +46,48 @@ pub enum GilError {
     ForeignThread,
 }
 
+impl GilError {
+    /// One error of each kind, for bindings to check that they map every
+    /// kind (the C ABI's result codes). A new variant must be added here:
+    /// the match below stops compiling until it is.
+    #[doc(hidden)]
+    pub fn every_kind() -> Vec<GilError> {
+        let all = vec![
+            GilError::NotHolder,
+            GilError::AlreadyHeld,
+            GilError::InvalidSwitchInterval(0),
+            GilError::InvalidLazyThreshold(0),
+            GilError::InvalidSpin(0),
+            GilError::InvalidLaps(0),
+            GilError::Busy,
+            GilError::Aborted,
+            GilError::InvalidEventMask(0),
+            GilError::UnknownHook(0),
+            GilError::Reentrant,
+            GilError::UnknownThread,
+            GilError::ForeignThread,
+        ];
+        for e in &all {
+            match e {
+                GilError::NotHolder
+                | GilError::AlreadyHeld
+                | GilError::InvalidSwitchInterval(_)
+                | GilError::InvalidLazyThreshold(_)
+                | GilError::InvalidSpin(_)
+                | GilError::InvalidLaps(_)
+                | GilError::Busy
+                | GilError::Aborted
+                | GilError::InvalidEventMask(_)
+                | GilError::UnknownHook(_)
+                | GilError::Reentrant
+                | GilError::UnknownThread
+                | GilError::ForeignThread => {}
+            }
+        }
+        all
+    }
+}
+
 impl fmt::Display for GilError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

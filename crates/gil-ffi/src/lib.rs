@@ -115,20 +115,32 @@ mod tests {
 
     #[test]
     fn every_result_code_has_its_own_text() {
-        // The numbers are dense from 0: a gap would be a reused number.
-        for (i, code) in gil_result_t::ALL.into_iter().enumerate() {
-            assert_eq!(code as u32, i as u32, "{code:?} is out of order");
-            assert_eq!(gil_result_t::from_u32(i as u32), Some(code));
+        for code in gil_result_t::ALL {
+            assert_eq!(gil_result_t::from_u32(code as u32), Some(code));
         }
-        let texts: Vec<_> = (0..gil_result_t::ALL.len() as u32)
+        let mut numbers: Vec<u32> = gil_result_t::ALL.iter().map(|c| *c as u32).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), gil_result_t::ALL.len(), "two codes share a number");
+        let text = |c: u32| {
             // SAFETY: gil_result_str always returns a static C string.
-            .map(|c| unsafe { CStr::from_ptr(gil_result_str(c)) }.to_owned())
-            .collect();
-        // SAFETY: as above.
-        let unknown = unsafe { CStr::from_ptr(gil_result_str(gil_result_t::ALL.len() as u32)) }.to_owned();
-        for (i, t) in texts.iter().enumerate() {
-            assert_ne!(t, &unknown, "code {i} has no text");
-            assert_eq!(texts.iter().filter(|u| *u == t).count(), 1, "code {i} shares its text");
+            unsafe { CStr::from_ptr(gil_result_str(c)) }.to_owned()
+        };
+        let unknown = text(u32::MAX);
+        for code in gil_result_t::ALL {
+            let t = text(code as u32);
+            assert_ne!(t, unknown, "{code:?} has no text");
+            let shared = gil_result_t::ALL.iter().filter(|c| text(**c as u32) == t).count();
+            assert_eq!(shared, 1, "{code:?} shares its text");
+        }
+    }
+
+    #[test]
+    fn no_error_of_the_core_is_reported_as_a_panic() {
+        for e in GilError::every_kind() {
+            let code = map_err(e);
+            assert_ne!(code, GIL_ERR_PANIC, "{e:?}");
+            assert_ne!(code, GIL_ERR_OTHER, "{e:?} has no code of its own");
         }
     }
 

@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// What a call did. The numbers are fixed forever; a retired code is never
-/// reused.
+/// What a call did. The numbers are fixed forever; a retired code stays
+/// listed here as a comment and its number is never given to another
+/// meaning (none is retired so far).
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum gil_result_t {
@@ -54,12 +55,16 @@ pub enum gil_result_t {
     /// `gil_tag_thread` from a thread other than the one using the token
     /// (the one that made its latest accounting event); nothing changed.
     GIL_ERR_FOREIGN_THREAD = 16,
+    /// An error this version of the C ABI has no code of its own for (a
+    /// newer gil-core error reaching an older mapping). Not a bug in the
+    /// library: that is `GIL_ERR_PANIC`.
+    GIL_ERR_OTHER = 17,
 }
 pub use gil_result_t::*;
 
 impl gil_result_t {
     /// Every code, for turning a number back into one.
-    pub(crate) const ALL: [gil_result_t; 17] = [
+    pub(crate) const ALL: [gil_result_t; 18] = [
         GIL_OK,
         GIL_ERR_NULL_ARGUMENT,
         GIL_ERR_NOT_HOLDER,
@@ -77,6 +82,7 @@ impl gil_result_t {
         GIL_ERR_UNKNOWN_HOOK,
         GIL_ERR_UNKNOWN_THREAD,
         GIL_ERR_FOREIGN_THREAD,
+        GIL_ERR_OTHER,
     ];
 
     /// The code numbered `n`, if there is one.
@@ -104,6 +110,7 @@ impl gil_result_t {
             GIL_ERR_UNKNOWN_HOOK => c"no such event hook is installed on this lock",
             GIL_ERR_UNKNOWN_THREAD => c"no accounting record for this thread",
             GIL_ERR_FOREIGN_THREAD => c"the token's accounting record belongs to another thread",
+            GIL_ERR_OTHER => c"an error this version of the C ABI has no code for",
         }
     }
 }
@@ -162,7 +169,9 @@ pub(crate) fn map_err(e: GilError) -> gil_result_t {
         GilError::UnknownHook(_) => GIL_ERR_UNKNOWN_HOOK,
         GilError::UnknownThread => GIL_ERR_UNKNOWN_THREAD,
         GilError::ForeignThread => GIL_ERR_FOREIGN_THREAD,
-        _ => GIL_ERR_PANIC,
+        // GilError is non-exhaustive: a variant added to gil-core before
+        // it gets a code here is an error all the same, not a panic.
+        _ => GIL_ERR_OTHER,
     }
 }
 

@@ -1170,6 +1170,7 @@ static void test_foreign_tag_refused(void) {
     pthread_join(th, NULL);
     CHECK_RESULT(f.got, GIL_ERR_FOREIGN_THREAD);
     CHECK(strcmp(gil_result_str(GIL_ERR_FOREIGN_THREAD), "unknown result code") != 0);
+    CHECK(strcmp(gil_result_str(GIL_ERR_OTHER), "unknown result code") != 0);
     gil_thread_stats_t s;
     memset(&s, 0, sizeof s);
     s.struct_size = sizeof s;

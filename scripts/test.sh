@@ -25,6 +25,21 @@ cargo build --workspace --all-targets --locked
 step "tests"
 cargo test --workspace --locked
 
+step "gil-core without its trace feature compiles none of the trace writers"
+rlib=$(cargo build -p gil-core --lib --locked --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "gil_core":
+        print(next(f for f in m["filenames"] if f.endswith(".rlib")))')
+[ -f "$rlib" ] || die "cargo built no gil-core rlib"
+syms=$(nm -C "$rlib" 2>/dev/null) || die "nm failed on $rlib"
+grep 'gil_core::options::' <<<"$syms" >/dev/null || die "$rlib: no gil_core symbols seen; the check sees nothing"
+if grep 'gil_core::trace::' <<<"$syms" >/dev/null; then
+    die "$rlib has gil_core::trace symbols without the trace feature"
+fi
+echo "$(basename "$rlib"): no gil_core::trace symbols"
+
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 step "loom models (LOOM_MAX_PREEMPTIONS=$preemptions)"
 CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg gil_loom" LOOM_MAX_PREEMPTIONS="$preemptions" \

@@ -11,7 +11,7 @@
 //! thread using its token; the record is found through a per-thread cache).
 //!
 //! A thread moves between three states, as in the traces
-//! ([`crate::trace::ThreadState`]): *holding* the lock, *waiting* for it (to
+//! (`trace::ThreadState`, with the `trace` feature): *holding* the lock, *waiting* for it (to
 //! get it, or in a forced release for someone else to take it), *in a call*
 //! (released voluntarily, not yet asking again). Time is charged to the
 //! state it was spent in; a snapshot includes the time in the current state

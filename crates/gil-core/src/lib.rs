@@ -145,6 +145,7 @@ mod reason;
 mod stats;
 mod sync;
 mod token;
+#[cfg(feature = "trace")]
 pub mod trace;
 
 pub use accounting::ThreadStats;

@@ -293,7 +293,7 @@ impl Gil {
     /// the thread the host saw start then, even if later threads reused its
     /// number. Returns that record's token and when it began (for naming
     /// the same life in a trace,
-    /// [`Tracer::name_thread_at`](crate::trace::Tracer::name_thread_at)),
+    /// `trace::Tracer::name_thread_at`),
     /// `None` if no record fits.
     pub fn name_tagged(&self, tag: u64, since_ns: u64, name: impl Into<String>) -> Option<(Token, u64)> {
         self.accounts().name_tagged(tag, since_ns, name.into())

@@ -46,20 +46,46 @@ say "    $compared object files, the same code"
 
 # ---- 1. start-up errors ---------------------------------------------------
 say "a bad MICROPY_RUST_GIL is a start-up error naming the value"
-for bad in bogus 'priority,laps=3' ' classic' CLASSIC; do
+# Each value, and the start of the library's message about it.
+for case in "bogus|unknown GIL policy 'bogus' (known: classic, priority," \
+            " classic|unknown GIL policy ' classic'" \
+            "CLASSIC|unknown GIL policy 'CLASSIC'" \
+            "priority,laps=99|laps must be a number from 0 to 16, not '99'" \
+            "classic,laps=3|laps needs a policy that bounds overtaking" \
+            "priority,|a trailing ','" \
+            "priority,trace=gil.txt|trace file 'gil.txt' must end in .json"; do
+    bad=${case%%|*} want=${case#*|}
     set +e
     out=$(MICROPY_RUST_GIL="$bad" "$MICROPY_RUSTGIL" -c 'print("ran")' 2>&1)
     rc=$?
     set -e
     [ "$rc" = 1 ] || die "MICROPY_RUST_GIL='$bad': exit status $rc, not 1 ($out)"
     case "$out" in
-        *"MICROPY_RUST_GIL='$bad': unknown GIL policy (known: classic, priority,"*) ;;
+        *"MICROPY_RUST_GIL='$bad': $want"*) ;;
         *) die "MICROPY_RUST_GIL='$bad': unexpected message: $out" ;;
     esac
     case "$out" in *ran*) die "MICROPY_RUST_GIL='$bad': the program ran" ;; esac
 done
 [ "$(MICROPY_RUST_GIL= "$MICROPY_RUSTGIL" -c 'import rustgil; print(rustgil.policy())')" = priority ] \
     || die "an empty MICROPY_RUST_GIL does not mean the default (priority)"
+
+say "MICROPY_RUST_GIL takes the whole grammar: interval, laps, accounting, a trace"
+tracedir=$(mktemp -d)
+out=$(MICROPY_RUST_GIL="priority-lazy,interval_us=2000,lazy_us=30,laps=3,stats=1,trace=$tracedir/gil-%p.json" \
+    "$MICROPY_RUSTGIL" -c '
+import rustgil, _thread, time
+def spin():
+    n = 0
+    while n < 200000:
+        n += 1
+_thread.start_new_thread(spin, ())
+spin()
+time.sleep(0.2)
+print(rustgil.policy(), rustgil.switch_interval())') || die "the whole grammar: status $? ($out)"
+[ "$out" = "priority-lazy 2000" ] || die "the whole grammar: printed '$out', not 'priority-lazy 2000'"
+trace=$(find "$tracedir" -name 'gil-*.json')
+[ -n "$trace" ] && grep '"traceEvents"' "$trace" >/dev/null || die "no trace written at exit into $tracedir"
+rm -rf "$tracedir"
 
 # ---- 2. smoke test under every preset -------------------------------------
 presets=$("$MICROPY_RUSTGIL" -c 'import rustgil; print(" ".join(rustgil.presets()))')

@@ -24,10 +24,12 @@
  * its final release; the lock never dereferences it.
  *
  * The policy is read once, when mp_init() creates the lock, from the
- * environment variable MICROPY_RUST_GIL (a preset name: classic, priority,
- * lazy, priority-lazy, monitor, priority-monitor, priority-lazy-monitor);
- * unset or empty means priority. A bad value stops start-up with a sentence
- * naming it and exit status 1.
+ * environment variable MICROPY_RUST_GIL, in the library's grammar
+ * (gil_config_parse): a preset (classic, priority, lazy, priority-lazy,
+ * monitor, priority-monitor, priority-lazy-monitor), then options, e.g.
+ * priority,interval_us=2000,laps=3,stats=1,trace=gil-%p.svg; unset or
+ * empty means priority. A trace is written at exit. A bad value stops
+ * start-up with the library's sentence naming it, and exit status 1.
  *
  * The module:
  *   rustgil.policy()            the preset in force (a str)
@@ -41,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gil.h>
 
@@ -48,6 +51,7 @@
 #include "py/obj.h"
 #include "py/objtuple.h"
 #include "py/runtime.h"
+#include "genhdr/mpversion.h"
 
 #if !MICROPY_PY_THREAD || !MICROPY_PY_THREAD_GIL || !MICROPY_PY_THREAD_GIL_EXTERNAL
 #error "rustgil needs MICROPY_PY_THREAD=1, MICROPY_PY_THREAD_GIL=1 and MICROPY_PY_THREAD_GIL_EXTERNAL=1"
@@ -122,16 +126,44 @@ static void *rustgil_token(void) {
     return mp_thread_get_state();
 }
 
-static void rustgil_known_presets(char *out, size_t size) {
-    size_t used = 0;
-    out[0] = '\0';
-    for (size_t i = 0; gil_preset_name(i) != NULL && used < size; i++) {
-        int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", gil_preset_name(i));
-        if (n < 0) {
-            break;
-        }
-        used += (size_t)n;
+/* The trace MICROPY_RUST_GIL started (trace=PATH), for the message if it
+   cannot be written at exit. */
+static char rustgil_trace_path[GIL_TRACE_PATH_MAX + 64];
+
+static void rustgil_write_trace(void) {
+    gil_result_t r = gil_trace_stop(rustgil_lock, NULL);
+    if (r != GIL_OK && r != GIL_ERR_NOT_TRACING) {
+        fprintf(stderr, "micropython: rust-gil: the GIL trace could not be written to '%s': %s\n",
+            rustgil_trace_path, gil_result_str(r));
     }
+}
+
+/* Starts the observers the options ask for; a trace that cannot start
+   stops start-up, naming the file. */
+static void rustgil_start_observers(const gil_options_t *o, const char *value) {
+    gil_result_t r;
+    if (o->stats && (r = gil_set_thread_stats(rustgil_lock, true)) != GIL_OK) {
+        rustgil_fatal("gil_set_thread_stats", r);
+    }
+    if (o->trace[0] == '\0') {
+        return;
+    }
+    if (gil_trace_path(o->trace, (uint32_t)getpid(), rustgil_trace_path, sizeof rustgil_trace_path) != GIL_OK) {
+        snprintf(rustgil_trace_path, sizeof rustgil_trace_path, "%s", o->trace);
+    }
+    char title[160];
+    snprintf(title, sizeof title, "MicroPython %s, pid %ld", MICROPY_VERSION_STRING, (long)getpid());
+    errno = 0;
+    r = gil_trace_start_ex(rustgil_lock, rustgil_trace_path, title, (size_t)o->trace_ring,
+        o->trace_ring != 0 ? GIL_TRACE_RING : 0);
+    if (r != GIL_OK) {
+        int err = errno;
+        fprintf(stderr, "micropython: %s='%s': the GIL trace file '%s' cannot be created: %s%s%s\n",
+            RUSTGIL_ENV, value, rustgil_trace_path, gil_result_str(r),
+            r == GIL_ERR_IO && err ? ": " : "", r == GIL_ERR_IO && err ? strerror(err) : "");
+        exit(1);
+    }
+    atexit(rustgil_write_trace);
 }
 
 void mp_thread_gil_init(void) {
@@ -140,22 +172,22 @@ void mp_thread_gil_init(void) {
         return;
     }
     const char *value = getenv(RUSTGIL_ENV);
-    const char *preset = (value == NULL || value[0] == '\0') ? RUSTGIL_DEFAULT_PRESET : value;
+    if (value == NULL || value[0] == '\0') {
+        value = RUSTGIL_DEFAULT_PRESET;
+    }
     gil_config_t config;
-    gil_result_t r = gil_config_preset(preset, &config);
-    if (r == GIL_ERR_UNKNOWN_PRESET) {
-        char known[256];
-        rustgil_known_presets(known, sizeof known);
-        fprintf(stderr, "micropython: %s='%s': unknown GIL policy (known: %s)\n",
-            RUSTGIL_ENV, preset, known);
+    gil_options_t options;
+    char why[768];
+    if (gil_config_parse(value, &config, &options, why, sizeof why) != GIL_OK) {
+        /* The library's message names the value, escaped, and the fault. */
+        fprintf(stderr, "micropython: %s=%s\n", RUSTGIL_ENV, why);
         exit(1);
     }
+    gil_result_t r = gil_new(&config, &rustgil_lock);
     if (r != GIL_OK) {
-        rustgil_fatal("gil_config_preset", r);
-    }
-    if ((r = gil_new(&config, &rustgil_lock)) != GIL_OK) {
         rustgil_fatal("gil_new", r);
     }
+    rustgil_start_observers(&options, value);
 }
 
 void mp_thread_gil_enter(void) {
@@ -212,7 +244,7 @@ static mp_obj_t rustgil_policy(void) {
             gil_result_str(r));
     }
     if (name == NULL) {
-        /* Not reachable from MICROPY_RUST_GIL, which only names presets. */
+        /* Not reachable from MICROPY_RUST_GIL: its every text names a preset. */
         mp_raise_msg(&mp_type_RuntimeError, MP_ERROR_TEXT("rust-gil: the lock's configuration is no preset"));
     }
     return mp_obj_new_str(name, strlen(name));

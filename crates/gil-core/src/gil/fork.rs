@@ -5,7 +5,6 @@ use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 
 use super::room::Slow;
-use super::word::{INSTR, LOCKED};
 use super::Gil;
 use crate::accounting::Accounts;
 use crate::class::ThreadClass;
@@ -93,11 +92,7 @@ impl Gil {
         self.inner.hot.acquisitions.store(1, Relaxed);
         self.inner.hot.acquired_at.store(0, Relaxed);
         self.reset_histograms();
-        let instr = if self.inner.hot.instr.load(Relaxed) != 0 {
-            INSTR
-        } else {
-            0
-        };
-        self.inner.hot.state.store(LOCKED | instr, Release);
+        let instr = self.inner.hot.instr.load(Relaxed) != 0;
+        self.inner.hot.word.reset_held(instr);
     }
 }

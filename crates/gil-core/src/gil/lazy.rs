@@ -8,9 +8,9 @@
 //! does (priority policy) an I/O-class waiter: see
 //! [`policy::lazy_hands_over`].
 
-use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::atomic::Ordering::Relaxed;
 
-use super::word::{GEN_ONE, INSTR, SYSCALL, WAITERS};
+use super::word::{INSTR, WAITERS};
 use super::{bump, Gil};
 use crate::policy;
 use crate::reason::ReleaseReason;
@@ -36,14 +36,10 @@ impl Gil {
         // Written while still the holder: nobody else writes these now.
         hot.syscall_owner.store(token.get(), Relaxed);
         hot.owner.store(0, Relaxed);
-        let s = hot.state.load(Relaxed);
+        let s = hot.word.load(Relaxed);
         if s & (WAITERS | INSTR) == 0 {
             bump(&hot.lazy_releases, 1);
-            if hot
-                .state
-                .compare_exchange(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
-                .is_ok()
-            {
+            if hot.word.enter_call(s, false).is_ok() {
                 return Lazy::Done;
             }
             // A waiter (or an observer) came: undo the count.
@@ -63,7 +59,7 @@ impl Gil {
             hot.owner.store(token.get(), Relaxed);
             return Lazy::Reentrant;
         }
-        let s = hot.state.load(Relaxed);
+        let s = hot.word.load(Relaxed);
         let observed = s & INSTR != 0;
         if observed {
             self.observe_release(token, ReleaseReason::Voluntary);
@@ -82,7 +78,7 @@ impl Gil {
             hot.owner.store(token.get(), Relaxed);
             return Lazy::Real { observed };
         }
-        self.mark_in_call(hot.state.load(Relaxed), |_| true);
+        self.mark_in_call(hot.word.load(Relaxed), |_| true);
         if self.inner.monitor {
             // The monitor keeps the time: no wake-up, at most a signal to it.
             drop(room);

@@ -6,7 +6,7 @@
 //! | file           | what it holds                                                          |
 //! |----------------|------------------------------------------------------------------------|
 //! | `mod.rs`       | [`Gil`]: the public calls, configuration, queries, counters             |
-//! | `word.rs`      | the lock word, its state table, and the uncontended paths              |
+//! | `word.rs`      | the lock word (`Word`: every change to it, each ordering argued once), its state table, and the uncontended paths |
 //! | `room.rs`      | the waiting room: join / leave, wake-ups, drop requests, forced switching |
 //! | `wait.rs`      | waiting without the monitor: each waiter keeps its own time            |
 //! | `monitor.rs`   | waiting with the monitor: a queue, and one thread keeping the time     |
@@ -20,7 +20,7 @@
 //! plain functions in [`crate::policy`]; the primitives and the clock come
 //! from `crate::sync`, the only place that differs under loom.
 
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -232,7 +232,7 @@ impl Gil {
         if self.in_callback() {
             return Err(GilError::Reentrant);
         }
-        if self.inner.hot.state.load(Relaxed) & LOCKED != 0 {
+        if self.inner.hot.word.load(Relaxed) & LOCKED != 0 {
             return Ok(false);
         }
         // Free, but waiters are being woken: take it under the mutex, like
@@ -274,13 +274,7 @@ impl Gil {
         }
         // A pending drop request implies a waiter, hence WAITERS, hence the
         // slow path: the fast path never has a request to answer.
-        if self
-            .inner
-            .hot
-            .state
-            .compare_exchange(LOCKED, 0, Release, Relaxed)
-            .is_ok()
-        {
+        if self.inner.hot.word.unlock_alone() {
             return Ok(());
         }
         self.release_contended(token, reason, observed)
@@ -308,20 +302,11 @@ impl Gil {
             self.inner.hot.last_holder.store(token.get(), Relaxed);
             return Err(GilError::Reentrant);
         }
-        let mut s = self.inner.hot.state.load(Relaxed);
-        if s & INSTR != 0 && !observed {
+        if self.inner.hot.word.load(Relaxed) & INSTR != 0 && !observed {
             self.observe_release(token, reason);
         }
-        while s & WAITERS == 0 {
-            match self
-                .inner
-                .hot
-                .state
-                .compare_exchange_weak(s, s & !LOCKED, Release, Relaxed)
-            {
-                Ok(_) => return Ok(()),
-                Err(now) => s = now,
-            }
+        if self.inner.hot.word.unlock_unless_waiters() {
+            return Ok(());
         }
         self.release_slow(token, reason);
         Ok(())
@@ -365,7 +350,7 @@ impl Gil {
     /// interval is then unchanged.
     pub fn set_switch_interval_us(&self, us: u64) -> Result<(), GilError> {
         self.inner.interval_us.store(check_switch_interval(us)?, Relaxed);
-        if self.inner.monitor && self.inner.hot.state.load(Relaxed) & WAITERS != 0 {
+        if self.inner.monitor && self.inner.hot.word.load(Relaxed) & WAITERS != 0 {
             // The monitor's schedule was made with the old interval.
             self.ask_monitor_to_look();
         }
@@ -416,7 +401,7 @@ impl Gil {
     /// lazily released lock does not count: its thread released it, and the
     /// lock is only reserved for it ([`is_reserved`](Self::is_reserved)).
     pub fn is_locked(&self) -> bool {
-        self.inner.hot.state.load(Relaxed) & (LOCKED | SYSCALL) == LOCKED
+        self.inner.hot.word.load(Relaxed) & (LOCKED | SYSCALL) == LOCKED
     }
 
     /// Whether the lock is reserved for a thread that released it lazily
@@ -425,7 +410,7 @@ impl Gil {
     /// [`settle`](Self::settle) ends a reservation nobody waits for (racy by
     /// nature; for observers).
     pub fn is_reserved(&self) -> bool {
-        self.inner.hot.state.load(Relaxed) & SYSCALL != 0
+        self.inner.hot.word.load(Relaxed) & SYSCALL != 0
     }
 
     /// The token holding the lock and running, if any: `None` while the
@@ -466,7 +451,7 @@ impl Gil {
     /// be freed. A lazily released lock nobody waits for counts as idle: its
     /// thread has released it ([`settle`](Self::settle) ends the reservation).
     pub fn is_idle(&self) -> bool {
-        let s = self.inner.hot.state.load(Acquire);
+        let s = self.inner.hot.word.load(Acquire);
         s & WAITERS == 0 && s & (LOCKED | SYSCALL) != LOCKED
     }
 
@@ -475,20 +460,7 @@ impl Gil {
     /// ordinary way when it comes back), and says whether the lock is now
     /// idle: neither held nor awaited.
     pub fn settle(&self) -> bool {
-        let hot = &*self.inner.hot;
-        let mut s = hot.state.load(Acquire);
-        while s & (WAITERS | SYSCALL) == SYSCALL {
-            // AcqRel: as a takeover, it continues the lazy release's
-            // release sequence for whoever takes the lock next.
-            match hot
-                .state
-                .compare_exchange_weak(s, s & !(LOCKED | SYSCALL), AcqRel, Acquire)
-            {
-                Ok(_) => return true,
-                Err(now) => s = now,
-            }
-        }
-        s & (LOCKED | WAITERS) == 0
+        self.inner.hot.word.settle()
     }
 
     /// Destroys the lock, refusing if it is held or awaited: returns it with

@@ -126,7 +126,7 @@ impl Gil {
         // The switch number of the holder already preempted by this waiter.
         let mut preempted: Option<u64> = None;
         loop {
-            let s = hot.state.load(Relaxed);
+            let s = hot.word.load(Relaxed);
             if s & SYSCALL != 0 && self.reclaim(token).is_some() {
                 break; // our own system call: just take it back
             }
@@ -184,7 +184,7 @@ impl Gil {
         let mut next = interval;
 
         // A lazily released system call that outlasted the threshold.
-        let s = self.inner.hot.state.load(Acquire);
+        let s = self.inner.hot.word.load(Acquire);
         let mut new_episode = false;
         match self.inner.lazy_release {
             Some(threshold) if s & SYSCALL != 0 => {
@@ -255,7 +255,7 @@ impl Gil {
         }
 
         if ask {
-            let s = self.inner.hot.state.load(Relaxed);
+            let s = self.inner.hot.word.load(Relaxed);
             if s & LOCKED == 0 {
                 // Free: make sure whoever goes first now is awake.
                 self.wake_next(room);
@@ -291,7 +291,7 @@ impl Gil {
     /// within the lazy-release threshold if the holder is in a system call,
     /// else within the switch interval. Nothing if it will look by then.
     pub(super) fn ask_monitor_to_look(&self) {
-        let in_call = self.inner.hot.state.load(Relaxed) & SYSCALL != 0;
+        let in_call = self.inner.hot.word.load(Relaxed) & SYSCALL != 0;
         let within = match self.inner.lazy_release {
             Some(threshold) if in_call => threshold,
             _ => self.interval(),

@@ -6,7 +6,6 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use super::word::INSTR;
 use super::{bump, saturating_nanos, Gil};
 use crate::accounting::Release;
 use crate::events::{now_ns, Event, EventHook, EventKind, EventMask, HookId, OwnedHook};
@@ -313,11 +312,7 @@ impl Gil {
         } else {
             hot.instr.fetch_and(!bit, Relaxed);
         }
-        if hot.instr.load(Relaxed) != 0 {
-            hot.state.fetch_or(INSTR, Relaxed);
-        } else {
-            hot.state.fetch_and(!INSTR, Relaxed);
-        }
+        hot.word.set_instr(hot.instr.load(Relaxed) != 0);
     }
 
     /// Whether an event hook is on: check it before building an event.

@@ -9,11 +9,11 @@
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use super::monitor::MonitorRoom;
-use super::word::{IN_SLICE, LOCKED, WAITERS};
+use super::word::IN_SLICE;
 use super::{bump, AbortCheck, Gil};
 use crate::class::{self, ThreadClass};
 use crate::events::{Event, EventKind};
@@ -195,7 +195,7 @@ impl Gil {
         }
         // Acquire: pairs with the previous releaser's Release, so `owner`
         // reads below see its clearing store, hence 0 or the current holder.
-        self.inner.hot.state.fetch_or(WAITERS, Acquire);
+        self.inner.hot.word.set_waiters();
         self.observe_wait_start(token);
         Waiter {
             token,
@@ -242,7 +242,7 @@ impl Gil {
             }
         }
         if room.census.waiters() == 0 {
-            self.inner.hot.state.fetch_and(!WAITERS, Relaxed);
+            self.inner.hot.word.clear_waiters();
             if !with_lock {
                 self.inner.drop_request.store(false, Relaxed);
                 room.asked = Asked::default();
@@ -517,7 +517,7 @@ impl Gil {
         if let Some(class) = policy::class_after_request(self.inner.policy, reason, requested, asked, held_as) {
             class::remember(self.id(), token.get(), class);
         }
-        self.inner.hot.state.fetch_and(!LOCKED, Release);
+        self.inner.hot.word.unlock();
         self.wake_next(&room);
         let must_wait = match reason {
             ReleaseReason::Final => false,

@@ -44,7 +44,7 @@ impl Gil {
         // has already asked for.
         let mut sliced: Option<u64> = None;
         loop {
-            let s = hot.state.load(Relaxed);
+            let s = hot.word.load(Relaxed);
             let may_take = self.may_take_queued(&mut room, &w);
             if may_take && self.try_lock_word() {
                 break;
@@ -159,7 +159,7 @@ impl Gil {
             // drop only if nobody took the lock in the meantime: after a
             // switch the new holder gets its own full interval (CPython's
             // rule).
-            let now = hot.state.load(Relaxed);
+            let now = hot.word.load(Relaxed);
             if holder_running.is_some_and(|sn| sn == hot.switch_number.load(Relaxed)) && now & LOCKED != 0 {
                 room.asked.interval = true;
                 self.request_drop_for(slow, &mut room, &w);

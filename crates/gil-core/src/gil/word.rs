@@ -40,7 +40,7 @@
 //! acquire/release ordering publishes them to the next holder. Readers
 //! without the lock (debuggers, stats) get a recent value.
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{self, AcqRel, Acquire, Relaxed, Release};
 
 use super::{bump, Gil};
 use crate::class::ThreadClass;
@@ -66,9 +66,179 @@ pub(super) fn generation(s: u64) -> u64 {
     s & !(GEN_ONE - 1)
 }
 
+/// The lock word (see the module docs). Its methods are the only code that
+/// changes it, and each says once why its ordering is enough:
+///
+/// * taking the lock (`lock_free`, `lock_free_observed`, `try_lock`,
+///   `reclaim`, `take_over_call`) is `Acquire`, pairing with the `Release`
+///   of the release (or lazy release) that freed it, so the new holder sees
+///   everything the old one wrote while holding it;
+/// * letting go (`unlock_alone`, `unlock_unless_waiters`, `unlock`,
+///   `enter_call`, `reset_held`) is `Release`, for the same pairing;
+/// * a takeover that leaves the lock free (`take_over_call` with `free`,
+///   `settle`) is `AcqRel`: it continues the lazy release's release
+///   sequence for whoever takes the lock next;
+/// * `WAITERS` is set with `Acquire` (the joining waiter then reads
+///   `owner`, which the previous releaser cleared before its `Release`)
+///   and cleared `Relaxed`, always under the mutex, which orders it;
+/// * `INSTR` is `Relaxed` both ways: it only diverts the fast paths to the
+///   observed ones, and an observer turned on races with the calls in
+///   flight by nature.
+pub(super) struct Word(AtomicU64);
+
+impl Word {
+    fn new() -> Word {
+        Word(AtomicU64::new(0))
+    }
+
+    /// The word as it is. `Relaxed` where the value is only a hint that a
+    /// CAS or the mutex checks again; `Acquire` where the caller then
+    /// reads what the releaser published.
+    #[inline]
+    pub(super) fn load(&self, order: Ordering) -> u64 {
+        self.0.load(order)
+    }
+
+    /// The acquire fast path: `0 → LOCKED`. The word seen if it was not 0.
+    #[inline]
+    pub(super) fn lock_free(&self) -> Result<(), u64> {
+        self.0.compare_exchange(0, LOCKED, Acquire, Relaxed).map(|_| ())
+    }
+
+    /// `LOCKED` set while nothing but `INSTR` is: the fast path with
+    /// observers on. Whether it was set.
+    pub(super) fn lock_free_observed(&self) -> bool {
+        let mut s = self.0.load(Relaxed);
+        while s & !INSTR == 0 {
+            match self.0.compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// Sets `LOCKED` if it is clear; whether this call set it.
+    pub(super) fn try_lock(&self) -> bool {
+        let mut s = self.0.load(Relaxed);
+        while s & LOCKED == 0 {
+            match self.0.compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// Clears `SYSCALL` while `mine()` says the episode is the caller's;
+    /// the word before if it did. Retries while only the other flag bits
+    /// move (a waiter arriving sets `WAITERS`). `Acquire` on the load too:
+    /// a lazy release stores its owner before its `Release` CAS, so the
+    /// word read shows the matching owner to `mine`.
+    #[inline]
+    pub(super) fn reclaim(&self, mine: impl Fn() -> bool) -> Option<u64> {
+        let mut s = self.0.load(Acquire);
+        while s & SYSCALL != 0 && mine() {
+            match self.0.compare_exchange_weak(s, s & !SYSCALL, Acquire, Acquire) {
+                Ok(_) => return Some(s),
+                Err(now) => s = now,
+            }
+        }
+        None
+    }
+
+    /// One attempt at a lazy release from word `s`: `SYSCALL` set and a new
+    /// generation. `weak`: may fail spuriously (the caller loops).
+    #[inline]
+    pub(super) fn enter_call(&self, s: u64, weak: bool) -> Result<(), u64> {
+        let to = (s | SYSCALL) + GEN_ONE;
+        let r = if weak {
+            self.0.compare_exchange_weak(s, to, Release, Relaxed)
+        } else {
+            self.0.compare_exchange(s, to, Release, Relaxed)
+        };
+        r.map(|_| ())
+    }
+
+    /// Takes the lock from a lazily released call, from word `s`: whether
+    /// this call did. `free`: leave the lock free (to hand it on).
+    pub(super) fn take_over_call(&self, s: u64, free: bool) -> bool {
+        let (to, order) = if free {
+            (s & !(SYSCALL | LOCKED), AcqRel)
+        } else {
+            (s & !SYSCALL, Acquire)
+        };
+        self.0.compare_exchange(s, to, order, Relaxed).is_ok()
+    }
+
+    /// Ends a lazy reservation nobody waits for (see `Gil::settle`);
+    /// whether the lock is then neither held nor awaited.
+    pub(super) fn settle(&self) -> bool {
+        let mut s = self.0.load(Acquire);
+        while s & (WAITERS | SYSCALL) == SYSCALL {
+            match self
+                .0
+                .compare_exchange_weak(s, s & !(LOCKED | SYSCALL), AcqRel, Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        s & (LOCKED | WAITERS) == 0
+    }
+
+    /// The release fast path: `LOCKED → 0`. Whether it was that simple.
+    #[inline]
+    pub(super) fn unlock_alone(&self) -> bool {
+        self.0.compare_exchange(LOCKED, 0, Release, Relaxed).is_ok()
+    }
+
+    /// Clears `LOCKED` while `WAITERS` is clear (observers on, nobody
+    /// waiting); `false` once a waiter is seen: the mutex path then.
+    pub(super) fn unlock_unless_waiters(&self) -> bool {
+        let mut s = self.0.load(Relaxed);
+        while s & WAITERS == 0 {
+            match self.0.compare_exchange_weak(s, s & !LOCKED, Release, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// Clears `LOCKED`, under the mutex with waiters there.
+    pub(super) fn unlock(&self) {
+        self.0.fetch_and(!LOCKED, Release);
+    }
+
+    /// A waiter joined (under the mutex).
+    pub(super) fn set_waiters(&self) {
+        self.0.fetch_or(WAITERS, Acquire);
+    }
+
+    /// The last waiter left (under the mutex).
+    pub(super) fn clear_waiters(&self) {
+        self.0.fetch_and(!WAITERS, Relaxed);
+    }
+
+    /// Observers on or off.
+    pub(super) fn set_instr(&self, on: bool) {
+        if on {
+            self.0.fetch_or(INSTR, Relaxed);
+        } else {
+            self.0.fetch_and(!INSTR, Relaxed);
+        }
+    }
+
+    /// After `fork`: held by the forking thread, nobody waiting, no call.
+    pub(super) fn reset_held(&self, instr: bool) {
+        self.0.store(LOCKED | if instr { INSTR } else { 0 }, Release);
+    }
+}
+
 /// Fields written on every acquisition, kept on one cache line.
 pub(super) struct Hot {
-    pub(super) state: AtomicU64,
+    pub(super) word: Word,
     /// The holding token, 0 if none (or in the instant around a hand-over,
     /// or while the holder is in a lazily released system call).
     pub(super) owner: AtomicUsize,
@@ -93,7 +263,7 @@ pub(super) struct Hot {
 impl Hot {
     pub(super) fn new() -> Hot {
         Hot {
-            state: AtomicU64::new(0),
+            word: Word::new(),
             owner: AtomicUsize::new(0),
             last_holder: AtomicUsize::new(0),
             switch_number: AtomicU64::new(0),
@@ -125,8 +295,8 @@ impl Gil {
                 return true;
             }
         }
-        match self.inner.hot.state.compare_exchange(0, LOCKED, Acquire, Relaxed) {
-            Ok(_) => {
+        match self.inner.hot.word.lock_free() {
+            Ok(()) => {
                 self.became_holder(token, self.class_of(token));
                 true
             }
@@ -142,21 +312,10 @@ impl Gil {
         if self.in_callback() {
             return false; // the slow path says why
         }
-        let mut s = self.inner.hot.state.load(Relaxed);
-        while s & !INSTR == 0 {
-            match self
-                .inner
-                .hot
-                .state
-                .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
-            {
-                Ok(_) => {
-                    self.became_holder(token, self.class_of(token));
-                    self.observe_acquire(token);
-                    return true;
-                }
-                Err(now) => s = now,
-            }
+        if self.inner.hot.word.lock_free_observed() {
+            self.became_holder(token, self.class_of(token));
+            self.observe_acquire(token);
+            return true;
         }
         false
     }
@@ -167,21 +326,8 @@ impl Gil {
     /// waiting for its own system call to time out.
     #[inline]
     pub(super) fn reclaim(&self, token: Token) -> Option<u64> {
-        // Acquire: a lazy release stores `syscall_owner` before its Release
-        // CAS, so reading that CAS's value shows the matching owner.
-        let mut s = self.inner.hot.state.load(Acquire);
-        while s & SYSCALL != 0 && self.inner.hot.syscall_owner.load(Relaxed) == token.get() {
-            match self
-                .inner
-                .hot
-                .state
-                .compare_exchange_weak(s, s & !SYSCALL, Acquire, Acquire)
-            {
-                Ok(_) => return Some(s),
-                Err(now) => s = now,
-            }
-        }
-        None
+        let hot = &*self.inner.hot;
+        hot.word.reclaim(|| hot.syscall_owner.load(Relaxed) == token.get())
     }
 
     /// Marks the holder as in a system call (a new lazy-release episode)
@@ -192,11 +338,8 @@ impl Gil {
         let hot = &*self.inner.hot;
         while keep_trying(s) {
             bump(&hot.lazy_releases, 1);
-            match hot
-                .state
-                .compare_exchange_weak(s, (s | SYSCALL) + GEN_ONE, Release, Relaxed)
-            {
-                Ok(_) => return true,
+            match hot.word.enter_call(s, true) {
+                Ok(()) => return true,
                 Err(now) => {
                     hot.lazy_releases
                         .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
@@ -228,38 +371,18 @@ impl Gil {
 
     /// Sets LOCKED if it is clear; `true` if this call set it.
     pub(super) fn try_lock_word(&self) -> bool {
-        let mut s = self.inner.hot.state.load(Relaxed);
-        while s & LOCKED == 0 {
-            match self
-                .inner
-                .hot
-                .state
-                .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
-            {
-                Ok(_) => return true,
-                Err(now) => s = now,
-            }
-        }
-        false
+        self.inner.hot.word.try_lock()
     }
 
     /// The lock word's LOCKED bit: held, or reserved by a lazy release.
     pub(super) fn word_locked(&self) -> bool {
-        self.inner.hot.state.load(Relaxed) & LOCKED != 0
+        self.inner.hot.word.load(Relaxed) & LOCKED != 0
     }
 
     /// Takes the lock from a lazily released system call, from state `s`
     /// (a takeover): `true` if this call did. `free`: leave the lock free
     /// (to hand it to someone else) rather than taking it.
     pub(super) fn take_over_call(&self, s: u64, free: bool) -> bool {
-        // A takeover that frees the lock continues the lazy release's
-        // release sequence (AcqRel), so the next holder's Acquire sees what
-        // the thread did before its call.
-        let (to, order) = if free {
-            (s & !(SYSCALL | LOCKED), std::sync::atomic::Ordering::AcqRel)
-        } else {
-            (s & !SYSCALL, Acquire)
-        };
-        self.inner.hot.state.compare_exchange(s, to, order, Relaxed).is_ok()
+        self.inner.hot.word.take_over_call(s, free)
     }
 }

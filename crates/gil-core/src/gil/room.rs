@@ -12,7 +12,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::monitor::MonitorRoom;
 use super::word::IN_SLICE;
 use super::{bump, AbortCheck, Gil};
 use crate::class::{self, ThreadClass};
@@ -169,6 +168,22 @@ pub(super) fn first_seen(slot: &mut Option<(u64, Stamp)>, key: u64, clock: &Cloc
             now
         }
     }
+}
+
+/// The monitor's share of a [`WaitRoom`] (`monitor.rs` keeps it).
+#[derive(Default)]
+pub(super) struct MonitorRoom {
+    /// The lock is in the monitor thread's list: the process (`process::id`)
+    /// whose monitor lists it. A fork child inherits its parent's value,
+    /// and the parent's monitor thread is not there.
+    pub(super) registered: Option<u32>,
+    /// The holder being timed: its switch number, and since when.
+    pub(super) watch: Option<(u64, Stamp)>,
+    /// Lazy release: the system-call episode being timed (generation, first seen).
+    pub(super) episode: Option<(u64, Stamp)>,
+    /// The interval's drop request was put off once because the holder was
+    /// in a call first seen at that look (see `monitor_pass_locked`).
+    pub(super) deferred: bool,
 }
 
 impl Gil {

@@ -12,8 +12,16 @@ use std::io::{self, Write};
 
 use super::{xml_escape, MarkKind, Row, ThreadState, Trace};
 
-const WIDTH: u32 = 1220;
-const LABEL_W: u32 = 190;
+/// The narrowest label column, in pixels; it widens to fit the longest
+/// row name up to `MAX_LABEL_W`, and a longer name is elided in the middle
+/// (its whole text stays in the row's tooltip).
+const MIN_LABEL_W: u32 = 190;
+const MAX_LABEL_W: u32 = 420;
+/// Pixels a character takes at most at 12 px sans-serif (wide capitals,
+/// digits are narrower): a budget that never cuts a label.
+const CHAR_W: u32 = 8;
+/// Room right of the plot for each row's "run % · wait %".
+const RIGHT_W: u32 = 150;
 const PLOT_W: usize = 880;
 const ROW_H: u32 = 22;
 const ROW_GAP: u32 = 12;
@@ -37,17 +45,45 @@ fn label(state: ThreadState) -> &'static str {
     }
 }
 
+/// The label column for names up to `longest` characters.
+fn label_width(longest: usize) -> u32 {
+    let want = u32::try_from(longest)
+        .unwrap_or(u32::MAX)
+        .saturating_mul(CHAR_W)
+        .saturating_add(16);
+    want.clamp(MIN_LABEL_W, MAX_LABEL_W)
+}
+
+/// `name` shortened to `max` characters by an ellipsis in its middle, so
+/// that both its start (a thread's name) and its end (its ident) show.
+fn elide_middle(name: &str, max: usize) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= max {
+        return name.to_owned();
+    }
+    let keep = max.saturating_sub(1);
+    let head = keep - keep / 2;
+    let tail = keep / 2;
+    let mut out: String = chars[..head].iter().collect();
+    out.push('\u{2026}');
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
 pub(super) fn write(trace: &Trace, out: &mut dyn Write) -> io::Result<()> {
     let rows = trace.rows();
+    let longest = rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(0);
+    let label_w = label_width(longest);
+    let width = label_w + PLOT_W as u32 + RIGHT_W;
     let height = TOP + rows.len().max(1) as u32 * (ROW_H + ROW_GAP) + 40;
     let dur = trace.duration_ns().max(1);
     let mut s = String::new();
     // Writing into a String cannot fail; `let _ =` keeps that visible.
     let _ = writeln!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
     );
-    let _ = writeln!(s, r#"<rect width="{WIDTH}" height="{height}" fill="white"/>"#);
+    let _ = writeln!(s, r#"<rect width="{width}" height="{height}" fill="white"/>"#);
     let title = trace.title.as_deref().unwrap_or("who held the lock when");
     let _ = writeln!(
         s,
@@ -77,12 +113,12 @@ pub(super) fn write(trace: &Trace, out: &mut dyn Write) -> io::Result<()> {
     let _ = writeln!(s, r##"<text x="10" y="40" fill="#444">{}</text>"##, xml_escape(&sub));
     legend(&mut s);
 
-    let x0 = LABEL_W as f64;
+    let x0 = f64::from(label_w);
     let px = PLOT_W as f64 / dur as f64; // pixels per nanosecond
     axis(&mut s, dur, x0, px, TOP - 6, height - 34);
     for (i, row) in rows.iter().enumerate() {
         let y = TOP + i as u32 * (ROW_H + ROW_GAP);
-        draw_row(&mut s, trace, row, y, dur);
+        draw_row(&mut s, trace, row, y, dur, label_w);
     }
     s.push_str("</svg>\n");
     out.write_all(s.as_bytes())
@@ -195,7 +231,7 @@ fn human(ns: u64) -> String {
     }
 }
 
-fn draw_row(s: &mut String, trace: &Trace, row: &Row, y: u32, dur: u64) {
+fn draw_row(s: &mut String, trace: &Trace, row: &Row, y: u32, dur: u64, label_w: u32) {
     let col_ns = dur as f64 / PLOT_W as f64;
     // Nanoseconds each column spent in each state.
     let mut cols = vec![[0f64; 3]; PLOT_W];
@@ -223,26 +259,28 @@ fn draw_row(s: &mut String, trace: &Trace, row: &Row, y: u32, dur: u64) {
         pct(totals[2]),
         row.marks.iter().filter(|m| m.kind == MarkKind::DropRequested).count()
     );
-    let name = xml_escape(&row.name);
+    let fits = ((label_w - 16) / CHAR_W) as usize;
+    let name = xml_escape(&elide_middle(&row.name, fits));
+    let summary = format!("{}: {summary}", row.name);
     let _ = writeln!(
         s,
         r#"<g><title>{}</title><text x="{}" y="{}" text-anchor="end">{}</text></g>"#,
         xml_escape(&summary),
-        LABEL_W - 8,
+        label_w - 8,
         y + ROW_H / 2 + 4,
         name
     );
     let _ = writeln!(
         s,
         r##"<text x="{}" y="{}" fill="#444" font-size="11">run {:.0}% · wait {:.0}%</text>"##,
-        LABEL_W as usize + PLOT_W + 8,
+        label_w as usize + PLOT_W + 8,
         y + ROW_H / 2 + 4,
         pct(totals[0]),
         pct(totals[1])
     );
     let _ = writeln!(
         s,
-        r##"<rect x="{LABEL_W}" y="{y}" width="{PLOT_W}" height="{ROW_H}" fill="{UNKNOWN}"/>"##
+        r##"<rect x="{label_w}" y="{y}" width="{PLOT_W}" height="{ROW_H}" fill="{UNKNOWN}"/>"##
     );
     // Column heights in whole pixels; equal neighbours merge.
     let heights: Vec<[u32; 3]> = cols
@@ -263,7 +301,7 @@ fn draw_row(s: &mut String, trace: &Trace, row: &Row, y: u32, dur: u64) {
                 let _ = writeln!(
                     s,
                     r#"<rect x="{}" y="{top}" width="{}" height="{hk}" fill="{}"/>"#,
-                    LABEL_W as usize + c,
+                    label_w as usize + c,
                     end - c,
                     colour(state)
                 );
@@ -281,7 +319,7 @@ fn draw_row(s: &mut String, trace: &Trace, row: &Row, y: u32, dur: u64) {
             .map(|m| (((m.time_ns - trace.start_ns) as f64 / col_ns) as usize).min(PLOT_W - 1))
             .collect();
         for c in columns {
-            let x = LABEL_W as f64 + c as f64 + 0.5;
+            let x = f64::from(label_w) + c as f64 + 0.5;
             let band = match kind {
                 MarkKind::DropRequested => y - 10,
                 _ => y + (ROW_H - 12) / 2,
@@ -316,6 +354,22 @@ mod tests {
         let svg = String::from_utf8(svg).unwrap();
         assert!(svg.contains("2 older events overwritten"), "{svg}");
         assert!(!svg.contains("the trace ends there"));
+    }
+
+    #[test]
+    fn long_row_names_widen_the_column_then_are_elided_in_the_middle() {
+        assert_eq!(label_width(5), MIN_LABEL_W);
+        // CPython's "MainThread (140535527861568)", 28 characters, fits whole.
+        let name = "MainThread (140535527861568)";
+        let w = label_width(name.chars().count());
+        assert!(w > MIN_LABEL_W && w < MAX_LABEL_W);
+        assert_eq!(elide_middle(name, ((w - 16) / CHAR_W) as usize), name);
+        assert_eq!(label_width(500), MAX_LABEL_W);
+        let long = format!("worker-{}-(1234567)", "x".repeat(100));
+        let short = elide_middle(&long, 20);
+        assert_eq!(short.chars().count(), 20);
+        assert!(short.starts_with("worker-") && short.ends_with("(1234567)"), "{short}");
+        assert!(short.contains('\u{2026}'));
     }
 
     #[test]

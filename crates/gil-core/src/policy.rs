@@ -176,10 +176,8 @@ pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starv
 /// is the tail of the latency. Timed from when the waiter joined instead
 /// (Go's mutex), a busy server would be first come, first served at every
 /// acquisition, a handler going to the back of the queue after each short
-/// call, and every hand-off would wait for a sleeping thread to wake. A
-/// fifth of an interval was tried too: the tail was no better on the
-/// thread-per-connection benchmark, and it cost 5-10 % of the requests/s at
-/// 50-200 connections (`docs/servers.md`).
+/// call, and every hand-off would wait for a sleeping thread to wake.
+/// (Other bounds tried: `docs/history/policy-choices.md`.)
 pub(crate) fn handoff_bound(policy: Policy, monitor: bool, interval: Duration) -> Option<Duration> {
     (policy == Policy::Priority || monitor).then_some(interval)
 }
@@ -193,18 +191,15 @@ pub(crate) fn handoff_bound(policy: Policy, monitor: bool, interval: Duration) -
 /// The hand-off bound limits how long the *designee* is overtaken; a waiter
 /// deep in a long line is overtaken again at every place in it. Threads
 /// whose calls return within microseconds find the lock free often enough
-/// to keep taking it: with 16-256 of them in the simulator a few made most
-/// of the round trips, and the p99 was 87-1100x the p50. Counted in laps,
+/// to keep taking it, and a few of them make most of the round trips.
+/// Counted in laps,
 /// every other thread takes the lock at most `bound` + 1 times while a
 /// waiter waits (once in line ahead of it, then by overtaking the designee
 /// of the moment, who joined before it), so a waiter's wait is bounded by
-/// the number of threads, as in a fair queue, not by the clock. A bound in
-/// time instead (Go's mutex: after 1 ms in line a waiter is handed the
-/// lock), tried at four switch intervals, cut the simulator's tail as well
-/// but turned the 200-connection server into first come, first served at
-/// every acquisition, at 0.74-0.88x its requests/s (`docs/simulator.md`,
-/// table 3e): there the line is long because 200 requests are in flight,
-/// not because anyone is overtaken.
+/// the number of threads, as in a fair queue, not by the clock: a line
+/// can be long because many requests are in flight, not because anyone is
+/// overtaken. (A bound in time, as Go's mutex has, and what it cost:
+/// `docs/history/policy-choices.md`.)
 pub(crate) fn may_overtake(laps: usize, bound: u32) -> bool {
     bound == 0 || laps < bound as usize
 }
@@ -225,13 +220,9 @@ pub(crate) fn preempts(policy: Policy, waiter: ThreadClass, holder: ThreadClass,
 /// default). With the starvation bound that gives the CPU-bound threads
 /// together about one part in 5 x [`STARVATION_INTERVALS`] + 1 (5 %) of a
 /// lock that I/O-class threads keep busy, and an I/O-class thread that
-/// arrives during a slice waits at most a fifth of an interval for it. A
-/// whole interval (tried first) took 9 % of the lock from a busy event
-/// loop or server for one spinner, and put a 5 ms step into the tail of
-/// every request that met a slice; half an interval every ten (the next
-/// version) still left the 10-connection server's p99 1.2-1.3x today's
-/// (`docs/servers.md`); a tenth every two cost the echo beside two
-/// spinners 1.23x its time.
+/// arrives during a slice waits at most a fifth of an interval for it.
+/// (The slice lengths tried before this one:
+/// `docs/history/policy-choices.md`.)
 pub(crate) fn slice(interval: Duration) -> Duration {
     interval / 5
 }

@@ -718,6 +718,18 @@ class RustGilSmoke(unittest.TestCase):
         ]:
             self.assertStartupError(bad, message)
 
+    def test_interval_option_is_the_starting_switch_interval(self):
+        # interval_us=N: as if sys.setswitchinterval(N / 1e6) ran first;
+        # sys.setswitchinterval still changes it later.
+        code = ("import sys, _rustgil as g; a = sys.getswitchinterval(); sys.setswitchinterval(0.01); "
+                "print(round(a * 1e6), g.policy(), round(sys.getswitchinterval() * 1e6))")
+        for value, expected in [("priority,interval_us=2000", "2000 priority 10000"),
+                                ("classic", "5000 classic 10000")]:
+            r = self.run_python(code, PYTHON_RUST_GIL=value)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, expected), r.stderr)
+        self.assertStartupError("priority,interval_us=3600000001", "interval_us must be a number of microseconds")
+        self.assertStartupError("priority,interval_us=1,interval_us=1", "interval_us is given twice")
+
     def test_environment_grammar_is_strict(self):
         for bad, message in [
             ("priority,", "PYTHON_RUST_GIL='priority,': a trailing ','"),

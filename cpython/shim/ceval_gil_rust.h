@@ -33,8 +33,9 @@
  *   - the policy is a library preset (classic, priority, lazy,
  *     priority-lazy, monitor, priority-monitor, priority-lazy-monitor),
  *     optionally followed by tuning options, e.g.
- *     priority-lazy,lazy_us=30,spin_us=20,laps=3 (the strict grammar is at
- *     rustgil_parse_config), from -X rust_gil=..., else PYTHON_RUST_GIL
+ *     priority-lazy,lazy_us=30,spin_us=20,laps=3 (the library's grammar,
+ *     gil_config_parse; interval_us=N sets the starting interval), from
+ *     -X rust_gil=..., else PYTHON_RUST_GIL
  *     (or its earlier name PYTHONRUSTGIL; both ignored under -E / -I, like
  *     PYTHON_GIL), else the build's default (--with-rust-gil-policy); see
  *     rustgil_config_from_options. Read once, when the main interpreter
@@ -49,16 +50,14 @@
 #include <gil.h>
 #include <stdio.h>      // snprintf()
 #include <stdlib.h>     // getenv()
-#include <string.h>     // memchr(), memcmp(), strcspn()
-#include <strings.h>    // strncasecmp()
+#include <string.h>     // memcpy(), strstr(), strerror()
 #include <unistd.h>     // getpid()
 #include <wchar.h>      // wcschr()
 
+#include "pycore_fileutils.h"  // _Py_EncodeUTF8Ex()
 #include "pycore_initconfig.h"  // _Py_get_xoption()
 
 #define DEFAULT_INTERVAL GIL_DEFAULT_SWITCH_INTERVAL_US
-/* The longest trace=PATH kept, with its terminating NUL. */
-#define RUSTGIL_TRACE_MAX 1024
 /* The policy when neither -X rust_gil nor PYTHON_RUST_GIL names one:
    configure's --with-rust-gil-policy, else the one docs/policies.md chose. */
 #ifdef Py_RUST_GIL_DEFAULT_POLICY
@@ -108,304 +107,6 @@ rustgil_must_exit(void *tstate)
     return _PyThreadState_MustExit((PyThreadState *)tstate) != 0;
 }
 
-/* The names of the library's presets, for error messages. */
-static void
-rustgil_known_presets(char *known, size_t size)
-{
-    size_t used = 0;
-    known[0] = '\0';
-    for (size_t i = 0; gil_preset_name(i) != NULL && used < size; i++) {
-        int k = snprintf(known + used, size - used, "%s%s", i ? ", " : "", gil_preset_name(i));
-        used += k > 0 ? (size_t)k : 0;
-    }
-}
-
-/* text[0..len) for an error message, into out (always NUL-terminated):
-   printable ASCII as is, \\ and \' escaped, \t \n \r, and every other byte
-   (controls, DEL, anything non-ASCII) as \xNN, so the message shows what the
-   variable really holds. Cut with "..." if it does not fit. */
-static void
-rustgil_escape(char *out, size_t size, const char *text, size_t len)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t used = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)text[i];
-        char piece[5];
-        size_t n = 0;
-        if (c == '\\' || c == '\'') {
-            piece[n++] = '\\';
-            piece[n++] = (char)c;
-        }
-        else if (c == '\t' || c == '\n' || c == '\r') {
-            piece[n++] = '\\';
-            piece[n++] = c == '\t' ? 't' : c == '\n' ? 'n' : 'r';
-        }
-        else if (c >= 0x20 && c < 0x7f) {
-            piece[n++] = (char)c;
-        }
-        else {
-            piece[n++] = '\\';
-            piece[n++] = 'x';
-            piece[n++] = hex[c >> 4];
-            piece[n++] = hex[c & 0xf];
-        }
-        if (used + n + 4 > size) {  /* room for "...\0" */
-            memcpy(out + used, "...", 3);
-            used += 3;
-            break;
-        }
-        memcpy(out + used, piece, n);
-        used += n;
-    }
-    out[used] = '\0';
-}
-
-/* text[0..len), a whole unsigned decimal number (digits only: no sign, no
-   space) no larger than max, into *out; -1 if it is not one. */
-/* trace=PATH: a file name ending in .json (Chrome trace events, for
-   Perfetto) or .svg, in which %p stands for the process id and %% for a
-   percent sign; no other %. */
-static int
-rustgil_check_trace_path(const char *value, size_t len, char *why, size_t why_size)
-{
-    char shown[128];
-    rustgil_escape(shown, sizeof shown, value, len);
-    if (len == 0 || len >= RUSTGIL_TRACE_MAX - 32) {
-        snprintf(why, why_size, "trace needs a file name of 1 to %d bytes, not '%s'",
-                 RUSTGIL_TRACE_MAX - 33, shown);
-        return -1;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (value[i] == '%') {
-            if (i + 1 < len && (value[i + 1] == 'p' || value[i + 1] == '%')) {
-                i++;
-                continue;
-            }
-            snprintf(why, why_size, "trace file '%s': %% must be followed by p (the process id) "
-                     "or %% (a percent sign)", shown);
-            return -1;
-        }
-    }
-    int json = len > 5 && strncasecmp(value + len - 5, ".json", 5) == 0;
-    int svg = len > 4 && strncasecmp(value + len - 4, ".svg", 4) == 0;
-    if (!json && !svg) {
-        snprintf(why, why_size, "trace file '%s' must end in .json (Chrome trace events, for "
-                 "Perfetto) or .svg (a timeline)", shown);
-        return -1;
-    }
-    return 0;
-}
-
-/* The trace path for this process: %p replaced by the pid, %% by %. The
-   template was checked by rustgil_check_trace_path. */
-static void
-rustgil_expand_trace_path(const char *template, char *out, size_t size)
-{
-    size_t n = 0;
-    for (const char *p = template; *p != '\0' && n + 1 < size; p++) {
-        if (p[0] == '%' && p[1] == 'p') {
-            int w = snprintf(out + n, size - n, "%ld", (long)getpid());
-            n += w > 0 ? (size_t)w : 0;
-            p++;
-        }
-        else if (p[0] == '%' && p[1] == '%') {
-            out[n++] = '%';
-            p++;
-        }
-        else {
-            out[n++] = *p;
-        }
-    }
-    out[n < size ? n : size - 1] = '\0';
-}
-
-static int
-rustgil_parse_us(const char *text, size_t len, uint64_t max, uint64_t *out)
-{
-    if (len == 0) {
-        return -1;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] < '0' || text[i] > '9') {
-            return -1;
-        }
-        unsigned digit = (unsigned)(text[i] - '0');
-        if (v > (max - digit) / 10) {
-            return -1;
-        }
-        v = v * 10 + digit;
-    }
-    *out = v;
-    return 0;
-}
-
-#define RUSTGIL_KEYS "keys: lazy_us, spin_us, laps, stats, trace, trace_ring"
-
-/* What the options ask for beyond the lock's configuration: observers
-   started with the interpreter (see create_gil). */
-typedef struct {
-    int stats;              /* stats=1: per-thread accounting from the start */
-    char trace[RUSTGIL_TRACE_MAX]; /* trace=PATH, as given (%p not yet expanded) */
-    uint64_t trace_ring;    /* trace_ring=N: keep the last N events */
-} rustgil_observe_t;
-
-/* Parses a policy value (-X rust_gil, PYTHON_RUST_GIL) into *config. The grammar is strict:
-
-       VALUE  = PRESET *( "," OPTION )
-       OPTION = KEY "=" DIGITS          KEY: lazy_us | spin_us | laps, each at most once
-
-   PRESET is one of the library's preset names; DIGITS a decimal number of
-   microseconds (laps: a count). No spaces; an empty PRESET, an empty option (",," or a
-   trailing ","), an empty key or value, an unknown key and a key given
-   twice are errors, so a typo never silently leaves a default in force.
-   On error returns -1 with the reason in why. */
-static int
-rustgil_parse_config(const char *text, gil_config_t *config, rustgil_observe_t *observe,
-                     char *why, size_t why_size)
-{
-    memset(observe, 0, sizeof *observe);
-    char shown[128];
-    char known[256];
-    rustgil_known_presets(known, sizeof known);
-    size_t preset_len = strcspn(text, ",");
-    if (preset_len == 0) {
-        snprintf(why, why_size, "no GIL policy before ',' (known: %s)", known);
-        return -1;
-    }
-    char preset[64];
-    rustgil_escape(shown, sizeof shown, text, preset_len);
-    if (preset_len >= sizeof preset) {
-        snprintf(why, why_size, "unknown GIL policy '%s' (known: %s)", shown, known);
-        return -1;
-    }
-    memcpy(preset, text, preset_len);
-    preset[preset_len] = '\0';
-    if (gil_config_preset(preset, config) != GIL_OK) {
-        snprintf(why, why_size, "unknown GIL policy '%s' (known: %s)", shown, known);
-        return -1;
-    }
-    int seen_lazy = 0, seen_spin = 0, seen_laps = 0, seen_stats = 0, seen_trace = 0, seen_ring = 0;
-    const char *p = text + preset_len;
-    while (*p == ',') {
-        const char *option = p + 1;
-        size_t len = strcspn(option, ",");
-        p = option + len;
-        if (len == 0) {
-            snprintf(why, why_size, "%s (options are KEY=VALUE, " RUSTGIL_KEYS ")",
-                     *p == '\0' ? "a trailing ','" : "an empty option ',,'");
-            return -1;
-        }
-        rustgil_escape(shown, sizeof shown, option, len);
-        const char *eq = memchr(option, '=', len);
-        if (eq == NULL) {
-            snprintf(why, why_size, "'%s' is not KEY=VALUE (" RUSTGIL_KEYS ")", shown);
-            return -1;
-        }
-        size_t key_len = (size_t)(eq - option);
-        const char *value = eq + 1;
-        size_t value_len = len - key_len - 1;
-        char shown_value[128];
-        rustgil_escape(shown_value, sizeof shown_value, value, value_len);
-        uint64_t us = 0;
-        if (key_len == 0) {
-            snprintf(why, why_size, "'%s' has no key (" RUSTGIL_KEYS ")", shown);
-            return -1;
-        }
-        else if (key_len == 7 && memcmp(option, "lazy_us", 7) == 0) {
-            if (seen_lazy++) {
-                snprintf(why, why_size, "lazy_us is given twice");
-                return -1;
-            }
-            if (config->lazy_release_us == 0) {
-                snprintf(why, why_size, "lazy_us needs a policy with lazy release "
-                         "(lazy, priority-lazy, priority-lazy-monitor)");
-                return -1;
-            }
-            if (rustgil_parse_us(value, value_len, GIL_MAX_SWITCH_INTERVAL_US, &us) < 0 || us == 0) {
-                snprintf(why, why_size, "lazy_us must be a number of microseconds from 1 to %llu, "
-                         "not '%s'", (unsigned long long)GIL_MAX_SWITCH_INTERVAL_US, shown_value);
-                return -1;
-            }
-            config->lazy_release_us = us;
-        }
-        else if (key_len == 7 && memcmp(option, "spin_us", 7) == 0) {
-            if (seen_spin++) {
-                snprintf(why, why_size, "spin_us is given twice");
-                return -1;
-            }
-            if (rustgil_parse_us(value, value_len, GIL_MAX_SPIN_US, &us) < 0) {
-                snprintf(why, why_size, "spin_us must be a number of microseconds from 0 to %llu, "
-                         "not '%s'", (unsigned long long)GIL_MAX_SPIN_US, shown_value);
-                return -1;
-            }
-            config->spin_us = (uint32_t)us;
-        }
-        else if (key_len == 4 && memcmp(option, "laps", 4) == 0) {
-            if (seen_laps++) {
-                snprintf(why, why_size, "laps is given twice");
-                return -1;
-            }
-            if (config->policy == GIL_POLICY_CLASSIC && !config->monitor) {
-                snprintf(why, why_size, "laps needs a policy that bounds overtaking "
-                         "(a priority or monitor preset; classic keeps CPython's rule)");
-                return -1;
-            }
-            if (rustgil_parse_us(value, value_len, GIL_MAX_LAPS, &us) < 0) {
-                snprintf(why, why_size, "laps must be a number from 0 to %u, not '%s'",
-                         (unsigned)GIL_MAX_LAPS, shown_value);
-                return -1;
-            }
-            config->laps = (uint32_t)us;
-        }
-        else if (key_len == 5 && memcmp(option, "stats", 5) == 0) {
-            if (seen_stats++) {
-                snprintf(why, why_size, "stats is given twice");
-                return -1;
-            }
-            if (value_len != 1 || (value[0] != '0' && value[0] != '1')) {
-                snprintf(why, why_size, "stats must be 0 or 1, not '%s'", shown_value);
-                return -1;
-            }
-            observe->stats = value[0] == '1';
-        }
-        else if (key_len == 5 && memcmp(option, "trace", 5) == 0) {
-            if (seen_trace++) {
-                snprintf(why, why_size, "trace is given twice");
-                return -1;
-            }
-            if (rustgil_check_trace_path(value, value_len, why, why_size) < 0) {
-                return -1;
-            }
-            memcpy(observe->trace, value, value_len);
-            observe->trace[value_len] = '\0';
-        }
-        else if (key_len == 10 && memcmp(option, "trace_ring", 10) == 0) {
-            if (seen_ring++) {
-                snprintf(why, why_size, "trace_ring is given twice");
-                return -1;
-            }
-            if (rustgil_parse_us(value, value_len, (uint64_t)1 << 32, &us) < 0 || us == 0) {
-                snprintf(why, why_size, "trace_ring must be a number of events from 1 to %llu, not '%s'",
-                         (unsigned long long)1 << 32, shown_value);
-                return -1;
-            }
-            observe->trace_ring = us;
-        }
-        else {
-            rustgil_escape(shown, sizeof shown, option, key_len);
-            snprintf(why, why_size, "unknown option '%s' (" RUSTGIL_KEYS ")", shown);
-            return -1;
-        }
-    }
-    if (observe->trace_ring != 0 && observe->trace[0] == '\0') {
-        snprintf(why, why_size, "trace_ring needs trace=PATH");
-        return -1;
-    }
-    return 0;
-}
-
 /* Where the options came from, for messages about them later. */
 static const char *rustgil_options_source = "";
 static char rustgil_options_value[1024];
@@ -425,40 +126,15 @@ rustgil_xoption(char *out, size_t size)
         return NULL;
     }
     const wchar_t *value = wcschr(option, L'=');
-    value = value ? value + 1 : L"";
-    size_t used = 0;
-    for (; *value != L'\0'; value++) {
-        unsigned long c = (unsigned long)*value;
-        unsigned char piece[4];
-        size_t n;
-        if (c < 0x80) {
-            piece[0] = (unsigned char)c; n = 1;
-        }
-        else if (c >= 0xdc80 && c <= 0xdcff) {
-            piece[0] = (unsigned char)(c - 0xdc00); n = 1;
-        }
-        else if (c < 0x800) {
-            piece[0] = (unsigned char)(0xc0 | (c >> 6));
-            piece[1] = (unsigned char)(0x80 | (c & 0x3f)); n = 2;
-        }
-        else if (c < 0x10000) {
-            piece[0] = (unsigned char)(0xe0 | (c >> 12));
-            piece[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
-            piece[2] = (unsigned char)(0x80 | (c & 0x3f)); n = 3;
-        }
-        else {
-            piece[0] = (unsigned char)(0xf0 | ((c >> 18) & 0x07));
-            piece[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f));
-            piece[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
-            piece[3] = (unsigned char)(0x80 | (c & 0x3f)); n = 4;
-        }
-        if (used + n >= size) {
-            break;
-        }
-        memcpy(out + used, piece, n);
-        used += n;
+    char *utf8 = NULL;
+    if (_Py_EncodeUTF8Ex(value ? value + 1 : L"", &utf8, NULL, NULL, 1,
+                         _Py_ERROR_SURROGATEESCAPE) == 0) {
+        snprintf(out, size, "%s", utf8);
+        PyMem_RawFree(utf8);
     }
-    out[used] = '\0';
+    else {  /* out of memory, or a lone surrogate: say so, never run */
+        snprintf(out, size, "(not encodable as UTF-8)");
+    }
     return out;
 }
 
@@ -477,7 +153,7 @@ rustgil_xoption(char *out, size_t size)
    -X rust_gil= is such an error: unlike a variable, an option is never set
    by accident. */
 static void
-rustgil_config_from_options(gil_config_t *config, rustgil_observe_t *observe)
+rustgil_config_from_options(gil_config_t *config, gil_options_t *observe)
 {
     static char xvalue[1024];
     const char *value = rustgil_xoption(xvalue, sizeof xvalue);
@@ -496,16 +172,13 @@ rustgil_config_from_options(gil_config_t *config, rustgil_observe_t *observe)
         value = RUSTGIL_DEFAULT_POLICY;
         source = "the build's default GIL policy (--with-rust-gil-policy)";
     }
-    char why[512];
-    if (value[0] == '\0') {
-        snprintf(why, sizeof why, "no GIL policy given (-X rust_gil=POLICY[,KEY=N...])");
-    }
-    if (value[0] == '\0' || rustgil_parse_config(value, config, observe, why, sizeof why) < 0) {
+    /* The library's grammar (gil_config_parse); its message names the
+       value, escaped, and what is wrong in it. */
+    char why[768];
+    if (gil_config_parse(value, config, observe, why, sizeof why) != GIL_OK) {
         /* Py_ExitStatusException keeps a pointer to the message: static. */
         static char message[1024];
-        char shown[256];
-        rustgil_escape(shown, sizeof shown, value, strlen(value));
-        snprintf(message, sizeof message, "%s='%s': %s", source, shown, why);
+        snprintf(message, sizeof message, "%s=%s", source, why);
         Py_ExitStatusException(_PyStatus_ERR(message));
     }
     rustgil_options_source = source;
@@ -519,7 +192,7 @@ rustgil_config_from_options(gil_config_t *config, rustgil_observe_t *observe)
    start-up can neither change their policy nor end the process when one is
    created. */
 static gil_config_t rustgil_env_config;
-static rustgil_observe_t rustgil_env_observe;
+static gil_options_t rustgil_env_observe;
 static int rustgil_env_config_read = 0;
 
 static void
@@ -584,7 +257,7 @@ rustgil_write_env_trace(void)
 static void
 rustgil_start_observers(gil_t *lock, int child)
 {
-    const rustgil_observe_t *o = &rustgil_env_observe;
+    const gil_options_t *o = &rustgil_env_observe;
     if (o->stats || o->trace[0] != '\0') {
         RUSTGIL_CHECK(gil_set_thread_stats(lock, true));
         (void)_PyRustGil_InstallNaming();
@@ -592,7 +265,11 @@ rustgil_start_observers(gil_t *lock, int child)
     if (o->trace[0] == '\0' || (child && strstr(o->trace, "%p") == NULL)) {
         return;
     }
-    rustgil_expand_trace_path(o->trace, rustgil_env_trace_path, sizeof rustgil_env_trace_path);
+    if (gil_trace_path(o->trace, (uint32_t)getpid(), rustgil_env_trace_path,
+                       sizeof rustgil_env_trace_path) != GIL_OK) {
+        /* Only a name whose every %p the pid made too long. */
+        snprintf(rustgil_env_trace_path, sizeof rustgil_env_trace_path, "%s", o->trace);
+    }
     char title[200];
     const char *name = NULL;
     (void)gil_get_preset(lock, &name);
@@ -641,6 +318,11 @@ create_gil(struct _gil_runtime_state *gil)
     if (main_gil || !rustgil_env_config_read) {
         rustgil_config_from_options(&rustgil_env_config, &rustgil_env_observe);
         rustgil_env_config_read = 1;
+    }
+    if (rustgil_env_observe.given & GIL_OPTION_INTERVAL_US) {
+        /* interval_us=N: the interval the interpreter starts with, as if
+           sys.setswitchinterval had been called first. */
+        gil->interval = (unsigned long)rustgil_env_config.switch_interval_us;
     }
     gil_config_t config = rustgil_env_config;
     config.switch_interval_us = rustgil_lock_interval(gil->interval);

@@ -518,6 +518,25 @@ class RustGilSmoke(unittest.TestCase):
         self.assertIn("job-0", picture)
         self.assertEqual(bad.returncode, 2)
         self.assertIn("must end in .svg or .json", bad.stderr)
+        # The table ends with a line that reads it for the user.
+        lines = r.stderr.splitlines()
+        over = next(i for i, line in enumerate(lines) if line.startswith("over "))
+        self.assertTrue(lines[over + 1].startswith("reading: threads spent "), r.stderr)
+
+    def test_the_report_reads_the_table_for_the_user(self):
+        import rustgil
+        def stats(*threads):
+            return {i: {"wait_ns": w, "hold_ns": h, "call_ns": c} for i, (w, h, c) in enumerate(threads)}
+        ms = 1_000_000
+        # Two CPU threads sharing the GIL: each waits half its time.
+        bound = rustgil.read_table(stats((50 * ms, 50 * ms, 0), (50 * ms, 50 * ms, 0)), 100 * ms)
+        self.assertIn("50% of their time waiting for the GIL, which was held 100% of the time", bound)
+        self.assertIn("bound by the GIL; more threads will not make it faster", bound)
+        some = rustgil.read_table(stats((15 * ms, 45 * ms, 40 * ms)), 100 * ms)
+        self.assertIn("visible cost", some)
+        idle = rustgil.read_table(stats((1 * ms, 10 * ms, 89 * ms), (0, 5 * ms, 95 * ms)), 100 * ms)
+        self.assertIn("not what limits this program", idle)
+        self.assertIsNone(rustgil.read_table({}, 100 * ms))
 
     def test_the_report_module_refuses_what_python_refuses(self):
         # A missing script: one line, status 2, as `python missing.py`; a

@@ -27,7 +27,7 @@ import os
 import runpy
 import sys
 
-__all__ = ["format_table", "main"]
+__all__ = ["format_table", "main", "read_table"]
 
 _COLUMNS = (
     ("thread", None),
@@ -68,7 +68,33 @@ def format_table(stats, elapsed_ns=None):
     out += [line(r) for r in rows]
     if elapsed_ns is not None:
         out.append(f"over {elapsed_ns / 1e6:.1f} ms; threads sorted by time waiting for the GIL")
+        reading = read_table(stats, elapsed_ns)
+        if reading:
+            out.append(reading)
     return "\n".join(out)
+
+
+def read_table(stats, elapsed_ns):
+    """One line that says what the table means for the program: how much of
+    its threads' time went to waiting for the GIL, how busy the GIL was,
+    and so whether more threads can help. None without data."""
+    wait = sum(s["wait_ns"] for s in stats.values())
+    lived = sum(s["wait_ns"] + s["hold_ns"] + s["call_ns"] for s in stats.values())
+    if not lived or not elapsed_ns:
+        return None
+    waited = wait / lived
+    busy = min(1.0, sum(s["hold_ns"] for s in stats.values()) / elapsed_ns)
+    shares = (f"threads spent {waited:.0%} of their time waiting for the GIL, "
+              f"which was held {busy:.0%} of the time")
+    if waited >= 0.25 and busy >= 0.9:
+        return (f"reading: {shares}: the program is bound by the GIL; more threads "
+                "will not make it faster (move CPU work to processes, or to C code "
+                "that releases the GIL)")
+    if waited >= 0.10:
+        return (f"reading: {shares}: the GIL is a visible cost; fewer CPU-bound "
+                "threads (or CPU work in processes) would shorten the waits")
+    return (f"reading: {shares}: the GIL is not what limits this program; threads "
+            "that block in calls can be added without waiting for it")
 
 
 def _parser():

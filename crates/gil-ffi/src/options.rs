@@ -50,7 +50,8 @@ pub struct gil_options_t {
 }
 
 /// Writes `message` into `err` (`err_len` bytes, NUL included), cut to fit
-/// on a character boundary. Nothing if `err` is NULL or `err_len` 0.
+/// on a character boundary. Nothing if `err` is NULL or `err_len` 0. Also
+/// `gil_trace_path`'s copy, after it has checked that the name fits.
 ///
 /// # Safety
 /// `err` is NULL or valid for writing `err_len` bytes.
@@ -179,12 +180,8 @@ pub unsafe extern "C" fn gil_trace_path(
         if path.len() >= out_len {
             return Err(GIL_ERR_INVALID_ARGUMENT);
         }
-        // SAFETY: `out` has out_len > path.len() bytes by the contract; the
-        // two cannot overlap (a Rust string).
-        unsafe {
-            ptr::copy_nonoverlapping(path.as_ptr().cast::<c_char>(), out, path.len());
-            out.add(path.len()).write(0);
-        }
+        // SAFETY: forwarded from this function's contract; it fits whole.
+        unsafe { write_message(out, out_len, &path) };
         Ok(())
     })
 }

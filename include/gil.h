@@ -91,6 +91,11 @@
 // `gil_options_t.given`: the text gave `trace_ring`.
 #define GIL_OPTION_TRACE_RING (1 << 6)
 
+// `gil_options_start` flag: the caller is a fork child whose parent
+// started the same options; a trace starts only if its name has `%p`
+// (without one the file is the parent's).
+#define GIL_OPTIONS_FORK_CHILD 1
+
 // `gil_trace_start` flag: keep the last `max_events` events instead of
 // stopping when full (a ring buffer); the trace then starts at the oldest
 // event kept and ends when it is stopped. Its memory stays bounded however
@@ -844,6 +849,42 @@ gil_result_t gil_trace_path(const char *template_,
                             uint32_t pid,
                             char *out,
                             size_t out_len);
+
+// Starts the observers `options` (as `gil_config_parse` wrote them) asks
+// for on `gil`, so that every host starts them alike: `stats=1` turns the
+// per-thread accounting on; `trace=NAME` starts a trace
+// (`gil_trace_start_ex`) into NAME with each `%p` replaced by this
+// process's id, as a ring of `trace_ring` events if that was given,
+// headed by `title` (may be NULL). The host writes the trace with
+// `gil_trace_stop` (at exit, say). `flags`: 0 or `GIL_OPTIONS_FORK_CHILD`.
+//
+// The file the trace goes to is copied into `path_out` (if not NULL; cut
+// to `path_len` bytes, NUL included; empty when no trace started), for a
+// message if writing it fails later. On failure `err` (if not NULL; cut to
+// `err_len` bytes) says what failed in words, naming the file and the
+// system's reason, e.g. `the GIL trace file '/x/t.json' cannot be created:
+// No such file or directory (os error 2)`; the accounting stays on if
+// `stats=1` turned it on. Returns `GIL_ERR_IO` for a file that cannot be
+// created, `GIL_ERR_BUSY` if a trace runs already, `GIL_ERR_INVALID_ARGUMENT`
+// for `options` that `gil_config_parse` did not write (wrong
+// `struct_size`, a name it refuses) or unknown `flags`,
+// `GIL_ERR_NULL_ARGUMENT` if `gil` or `options` is NULL,
+// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any
+// thread; runs with cancellation disabled, as `gil_trace_start`.
+//
+// # Safety
+// `gil` is NULL or a live lock; `options` is NULL or a readable
+// `gil_options_t`; `title` is NULL or a NUL-terminated string; `path_out`
+// is NULL or writable for `path_len` bytes; `err` is NULL or writable for
+// `err_len` bytes.
+gil_result_t gil_options_start(gil_t *gil,
+                               const gil_options_t *options,
+                               const char *title,
+                               uint32_t flags,
+                               char *path_out,
+                               size_t path_len,
+                               char *err,
+                               size_t err_len);
 
 // `*holder_out` = the token holding the lock, or NULL if it is free. For
 // observers (debuggers, profilers): a racy snapshot. Any thread.

@@ -186,6 +186,131 @@ pub unsafe extern "C" fn gil_trace_path(
     })
 }
 
+/// `gil_options_start` flag: the caller is a fork child whose parent
+/// started the same options; a trace starts only if its name has `%p`
+/// (without one the file is the parent's).
+pub const GIL_OPTIONS_FORK_CHILD: u32 = 1;
+
+/// Starts the observers `options` (as `gil_config_parse` wrote them) asks
+/// for on `gil`, so that every host starts them alike: `stats=1` turns the
+/// per-thread accounting on; `trace=NAME` starts a trace
+/// (`gil_trace_start_ex`) into NAME with each `%p` replaced by this
+/// process's id, as a ring of `trace_ring` events if that was given,
+/// headed by `title` (may be NULL). The host writes the trace with
+/// `gil_trace_stop` (at exit, say). `flags`: 0 or `GIL_OPTIONS_FORK_CHILD`.
+///
+/// The file the trace goes to is copied into `path_out` (if not NULL; cut
+/// to `path_len` bytes, NUL included; empty when no trace started), for a
+/// message if writing it fails later. On failure `err` (if not NULL; cut to
+/// `err_len` bytes) says what failed in words, naming the file and the
+/// system's reason, e.g. `the GIL trace file '/x/t.json' cannot be created:
+/// No such file or directory (os error 2)`; the accounting stays on if
+/// `stats=1` turned it on. Returns `GIL_ERR_IO` for a file that cannot be
+/// created, `GIL_ERR_BUSY` if a trace runs already, `GIL_ERR_INVALID_ARGUMENT`
+/// for `options` that `gil_config_parse` did not write (wrong
+/// `struct_size`, a name it refuses) or unknown `flags`,
+/// `GIL_ERR_NULL_ARGUMENT` if `gil` or `options` is NULL,
+/// `GIL_ERR_REENTRANT` from inside one of the lock's callbacks. Any
+/// thread; runs with cancellation disabled, as `gil_trace_start`.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `options` is NULL or a readable
+/// `gil_options_t`; `title` is NULL or a NUL-terminated string; `path_out`
+/// is NULL or writable for `path_len` bytes; `err` is NULL or writable for
+/// `err_len` bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments, reason = "a C call: outputs are (pointer, length) pairs")]
+pub unsafe extern "C" fn gil_options_start(
+    gil: *mut gil_t,
+    options: *const gil_options_t,
+    title: *const c_char,
+    flags: u32,
+    path_out: *mut c_char,
+    path_len: usize,
+    err: *mut c_char,
+    err_len: usize,
+) -> gil_result_t {
+    let fail = |code: gil_result_t, message: &str| {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_message(err, err_len, message) };
+        Err(code)
+    };
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_message(path_out, path_len, "") };
+        // SAFETY: forwarded from this function's contract.
+        let handle = unsafe { handle_ref(gil) }?;
+        // SAFETY: NULL or readable by this function's contract.
+        let Some(options) = (unsafe { options.as_ref() }) else {
+            return fail(GIL_ERR_NULL_ARGUMENT, "no options (NULL)");
+        };
+        if options.struct_size as usize != size_of::<gil_options_t>() {
+            return fail(
+                GIL_ERR_INVALID_ARGUMENT,
+                "options not written by gil_config_parse (struct_size)",
+            );
+        }
+        if flags & !GIL_OPTIONS_FORK_CHILD != 0 {
+            return fail(GIL_ERR_INVALID_ARGUMENT, &format!("unknown flags {flags:#x}"));
+        }
+        handle.check_not_in_callback()?;
+        if options.stats != 0 {
+            handle.gil.set_thread_stats(true);
+        }
+        let name_bytes: Vec<u8> = options
+            .trace
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        if name_bytes.is_empty() {
+            return Ok(());
+        }
+        let Some(path) = std::str::from_utf8(&name_bytes)
+            .ok()
+            .and_then(|name| expand_trace_path(name, std::process::id()))
+        else {
+            return fail(
+                GIL_ERR_INVALID_ARGUMENT,
+                "the trace name is not one gil_config_parse accepts",
+            );
+        };
+        if flags & GIL_OPTIONS_FORK_CHILD != 0 && !has_pid(&name_bytes) {
+            return Ok(());
+        }
+        let title = if title.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL, NUL-terminated by this function's contract.
+            Some(unsafe { c_str_lossy(title) }?)
+        };
+        let ring = options.given & GIL_OPTION_TRACE_RING != 0;
+        let max_events = usize::try_from(options.trace_ring).unwrap_or(usize::MAX);
+        match start_trace(handle, Path::new(&path), title.as_deref(), max_events, ring) {
+            Ok(()) => {
+                // SAFETY: forwarded from this function's contract.
+                unsafe { write_message(path_out, path_len, &path) };
+                Ok(())
+            }
+            Err((GIL_ERR_BUSY, _)) => fail(GIL_ERR_BUSY, "a GIL trace is running already"),
+            Err((code, Some(e))) => fail(code, &format!("the GIL trace file '{path}' cannot be created: {e}")),
+            Err((code, None)) => fail(code, &format!("the GIL trace file '{path}' cannot be created")),
+        }
+    })
+}
+
+/// Whether a trace name (as the grammar takes it) has a `%p`; `%%` is a
+/// percent sign, not the start of one.
+fn has_pid(name: &[u8]) -> bool {
+    let mut bytes = name.iter();
+    while let Some(&c) = bytes.next() {
+        if c == b'%' && bytes.next() == Some(&b'p') {
+            return true;
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use gil_core::options::Key;
@@ -279,5 +404,142 @@ mod tests {
         // SAFETY: NULL text is refused before anything is read.
         let r = unsafe { gil_config_parse(ptr::null(), ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), 0) };
         assert_eq!(r, GIL_ERR_NULL_ARGUMENT);
+    }
+
+    /// A fresh lock with `text`'s configuration and options.
+    fn lock_with(text: &CStr) -> (*mut gil_t, gil_options_t) {
+        let (r, config, options, message) = parse(text, true);
+        assert_eq!((r, message.as_str()), (GIL_OK, ""));
+        let mut lock = ptr::null_mut();
+        // SAFETY: a valid config and out-pointer.
+        assert_eq!(unsafe { gil_new(&config, &mut lock) }, GIL_OK);
+        (lock, options)
+    }
+
+    /// `gil_options_start`'s code, `path_out` and `err`.
+    fn start(lock: *mut gil_t, options: &gil_options_t, flags: u32) -> (gil_result_t, String, String) {
+        let mut path = [0 as c_char; 256];
+        let mut err = [0 as c_char; 256];
+        // SAFETY: a live lock, valid pointers and lengths.
+        let r = unsafe {
+            gil_options_start(
+                lock,
+                options,
+                c"title".as_ptr(),
+                flags,
+                path.as_mut_ptr(),
+                256,
+                err.as_mut_ptr(),
+                256,
+            )
+        };
+        // SAFETY: both NUL-terminated by gil_options_start.
+        let text = |b: &[c_char; 256]| unsafe { CStr::from_ptr(b.as_ptr()) }.to_string_lossy().into_owned();
+        (r, text(&path), text(&err))
+    }
+
+    fn scratch_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("gil-ffi-options-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn stats_on(lock: *mut gil_t) -> bool {
+        let mut on = false;
+        // SAFETY: a live lock and a writable bool.
+        assert_eq!(unsafe { gil_get_thread_stats_enabled(lock, &mut on) }, GIL_OK);
+        on
+    }
+
+    #[test]
+    fn options_start_turns_on_stats_and_a_trace_named_with_the_pid() {
+        let dir = scratch_dir("start");
+        let text = std::ffi::CString::new(format!(
+            "priority,stats=1,trace={}/g-%p.json,trace_ring=50",
+            dir.display()
+        ))
+        .unwrap();
+        let (lock, options) = lock_with(&text);
+        assert!(!stats_on(lock));
+        let (r, path, err) = start(lock, &options, 0);
+        assert_eq!((r, err.as_str()), (GIL_OK, ""));
+        assert_eq!(path, format!("{}/g-{}.json", dir.display(), std::process::id()));
+        assert!(stats_on(lock));
+        // A second start finds the trace running, and says so.
+        let (r, path2, err) = start(lock, &options, 0);
+        assert_eq!((r, path2.as_str()), (GIL_ERR_BUSY, ""));
+        assert_eq!(err, "a GIL trace is running already");
+        // SAFETY: a live lock, then freed once.
+        unsafe {
+            assert_eq!(gil_trace_stop(lock, ptr::null_mut()), GIL_OK);
+            assert_eq!(gil_free(lock), GIL_OK);
+        }
+        assert!(std::fs::read_to_string(&path).unwrap().contains("traceEvents"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn options_start_in_a_fork_child_traces_only_names_with_a_pid() {
+        let dir = scratch_dir("child");
+        for (name, traced) in [("one.json", false), ("p%%p.json", false), ("c-%p.json", true)] {
+            let text = std::ffi::CString::new(format!("classic,trace={}/{name}", dir.display())).unwrap();
+            let (lock, options) = lock_with(&text);
+            let (r, path, err) = start(lock, &options, GIL_OPTIONS_FORK_CHILD);
+            assert_eq!((r, err.as_str()), (GIL_OK, ""), "{name}");
+            assert_eq!(!path.is_empty(), traced, "{name}: {path}");
+            // SAFETY: a live lock, then freed once.
+            unsafe {
+                let stopped = gil_trace_stop(lock, ptr::null_mut());
+                assert_eq!(stopped, if traced { GIL_OK } else { GIL_ERR_NOT_TRACING }, "{name}");
+                assert_eq!(gil_free(lock), GIL_OK);
+            }
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn options_start_names_a_file_it_cannot_create_and_bad_arguments() {
+        let dir = scratch_dir("bad");
+        let text = std::ffi::CString::new(format!("priority,stats=1,trace={}/no/such/t.svg", dir.display())).unwrap();
+        let (lock, mut options) = lock_with(&text);
+        let (r, path, err) = start(lock, &options, 0);
+        assert_eq!((r, path.as_str()), (GIL_ERR_IO, ""));
+        let expected = format!(
+            "the GIL trace file '{}/no/such/t.svg' cannot be created: ",
+            dir.display()
+        );
+        assert!(err.starts_with(&expected) && err.contains("No such file"), "{err}");
+        assert!(stats_on(lock), "stats=1 stays on");
+        let (r, _, err) = start(lock, &options, 2);
+        assert_eq!((r, err.as_str()), (GIL_ERR_INVALID_ARGUMENT, "unknown flags 0x2"));
+        options.struct_size -= 1;
+        let (r, _, _) = start(lock, &options, 0);
+        assert_eq!(r, GIL_ERR_INVALID_ARGUMENT);
+        // SAFETY: NULL options are refused before anything is read.
+        let r = unsafe {
+            gil_options_start(
+                lock,
+                ptr::null(),
+                ptr::null(),
+                0,
+                ptr::null_mut(),
+                0,
+                ptr::null_mut(),
+                0,
+            )
+        };
+        assert_eq!(r, GIL_ERR_NULL_ARGUMENT);
+        // SAFETY: a live lock, freed once.
+        assert_eq!(unsafe { gil_free(lock) }, GIL_OK);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn has_pid_reads_percent_escapes() {
+        assert!(has_pid(b"a-%p.json"));
+        assert!(has_pid(b"%%%p.json"));
+        assert!(!has_pid(b"a-%%p.json"));
+        assert!(!has_pid(b"a.json"));
     }
 }

@@ -73,31 +73,44 @@ pub unsafe extern "C" fn gil_trace_start_ex(
             // SAFETY: non-NULL, NUL-terminated by this function's contract.
             Some(unsafe { c_str_lossy(title) }?)
         };
-        TraceFormat::from_path(path).ok_or(GIL_ERR_INVALID_ARGUMENT)?;
-        handle.check_not_in_callback()?;
-        let mut tracing = handle.tracing();
-        if tracing.is_some() {
-            return Err(GIL_ERR_BUSY);
-        }
-        let session = if flags & GIL_TRACE_RING != 0 {
-            TraceSession::create_ring(path, max_events)
-        } else {
-            TraceSession::create(path, max_events)
-        };
-        let session = session.map_err(|e| match e.kind() {
-            std::io::ErrorKind::InvalidInput => GIL_ERR_INVALID_ARGUMENT,
-            _ => GIL_ERR_IO,
-        })?;
-        if let Some(t) = title {
-            session.tracer().set_title(t);
-        }
-        let hook = handle
-            .gil
-            .add_owned_event_hook(session.tracer().hook(), EventMask::ALL)
-            .map_err(map_err)?;
-        *tracing = Some(Tracing { hook, session });
-        Ok(())
+        start_trace(handle, path, title.as_deref(), max_events, flags & GIL_TRACE_RING != 0).map_err(|(code, _)| code)
     })
+}
+
+/// Starts a trace into `path` on `handle`'s lock (the body of
+/// `gil_trace_start_ex`, its arguments checked); a failure to create the
+/// file comes back with the system's error, for a message.
+pub(crate) fn start_trace(
+    handle: &gil_t,
+    path: &Path,
+    title: Option<&str>,
+    max_events: usize,
+    ring: bool,
+) -> Result<(), (gil_result_t, Option<std::io::Error>)> {
+    TraceFormat::from_path(path).ok_or((GIL_ERR_INVALID_ARGUMENT, None))?;
+    handle.check_not_in_callback().map_err(|code| (code, None))?;
+    let mut tracing = handle.tracing();
+    if tracing.is_some() {
+        return Err((GIL_ERR_BUSY, None));
+    }
+    let session = if ring {
+        TraceSession::create_ring(path, max_events)
+    } else {
+        TraceSession::create(path, max_events)
+    };
+    let session = session.map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => (GIL_ERR_INVALID_ARGUMENT, Some(e)),
+        _ => (GIL_ERR_IO, Some(e)),
+    })?;
+    if let Some(t) = title {
+        session.tracer().set_title(t);
+    }
+    let hook = handle
+        .gil
+        .add_owned_event_hook(session.tracer().hook(), EventMask::ALL)
+        .map_err(|e| (map_err(e), None))?;
+    *tracing = Some(Tracing { hook, session });
+    Ok(())
 }
 
 /// Names `token`'s row in the running trace's picture (default: `thread N

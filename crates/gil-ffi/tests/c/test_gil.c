@@ -2149,6 +2149,45 @@ static void test_options_text(void) {
     CHECK_RESULT(gil_config_parse("priority", NULL, NULL, NULL, 0), GIL_ERR_NULL_ARGUMENT);
 }
 
+/* gil_options_start: what a host calls after gil_config_parse and gil_new. */
+static void test_options_start(void) {
+    char dir[] = "/tmp/gil-options-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char text[256], want[256], path[256], err[256];
+    snprintf(text, sizeof text, "priority,stats=1,trace=%s/t-%%p.svg,trace_ring=100", dir);
+    gil_config_t config;
+    gil_options_t options;
+    CHECK_RESULT(gil_config_parse(text, &config, &options, err, sizeof err), GIL_OK);
+    gil_t *gil = NULL;
+    CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    CHECK_RESULT(gil_options_start(gil, &options, "a title", 0, path, sizeof path, err, sizeof err), GIL_OK);
+    snprintf(want, sizeof want, "%s/t-%ld.svg", dir, (long)getpid());
+    CHECK(strcmp(path, want) == 0);
+    bool on = false;
+    CHECK_RESULT(gil_get_thread_stats_enabled(gil, &on), GIL_OK);
+    CHECK(on);
+    CHECK_RESULT(gil_acquire(gil, &on), GIL_OK);
+    CHECK_RESULT(gil_release(gil, &on, GIL_RELEASE_FINAL), GIL_OK);
+    CHECK_RESULT(gil_options_start(gil, &options, NULL, 0, NULL, 0, err, sizeof err), GIL_ERR_BUSY);
+    uint64_t events = 0;
+    CHECK_RESULT(gil_trace_stop(gil, &events), GIL_OK);
+    CHECK(events == 2 && access(want, R_OK) == 0);
+    CHECK(unlink(want) == 0);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+
+    /* A file it cannot create: named, with the system's reason. */
+    snprintf(text, sizeof text, "classic,trace=%s/no/such/t.json", dir);
+    CHECK_RESULT(gil_config_parse(text, &config, &options, err, sizeof err), GIL_OK);
+    CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    CHECK_RESULT(gil_options_start(gil, &options, NULL, 0, path, sizeof path, err, sizeof err), GIL_ERR_IO);
+    snprintf(want, sizeof want, "the GIL trace file '%s/no/such/t.json' cannot be created: No such file", dir);
+    CHECK(strncmp(err, want, strlen(want)) == 0 && path[0] == '\0');
+    CHECK_RESULT(gil_options_start(gil, &options, NULL, 8, NULL, 0, NULL, 0), GIL_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(gil_options_start(gil, NULL, NULL, 0, NULL, 0, NULL, 0), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    CHECK(rmdir(dir) == 0);
+}
+
 /* With arguments, runs only the tests so named (for looping one test). */
 static bool selected(int argc, char **argv, const char *name) {
     if (argc < 2) return true;
@@ -2190,6 +2229,7 @@ int main(int argc, char **argv) {
         {"hook_handles_of_two_locks", test_hook_handles_of_two_locks},
         {"trace_hook_out_of_reach", test_trace_hook_out_of_reach},
         {"options_text", test_options_text},
+        {"options_start", test_options_start},
     };
     int passed = 0;
     start_watchdog();

@@ -84,7 +84,7 @@ impl Gil {
             drop(room);
             self.ask_monitor_to_look();
         } else {
-            self.wake_next(&room);
+            room.wake_next(self.inner.policy);
         }
         Lazy::Done
     }

@@ -55,14 +55,13 @@
 //! pass (`Gil::loom_tick`).
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::room::{first_seen, WaitRoom, Waiter};
+use super::room::{first_seen, Slow, WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
 use super::{bump, AbortCheck, Gil};
 use crate::policy;
-use crate::sync::Condvar;
-use crate::{GilError, Token};
+use crate::sync::{Condvar, MutexGuard};
 
 impl Gil {
     /// A monitored lock just changed hands under the mutex: time the new holder.
@@ -93,20 +92,21 @@ impl Gil {
         }
     }
 
-    #[cold]
-    pub(super) fn acquire_slow_monitored(
+    /// Waiter `w` of a monitored lock waits in `room` until it has taken
+    /// the lock word (true) or `should_abort` said to give up (false); the
+    /// monitor keeps the time.
+    pub(super) fn wait_monitored<'s>(
         &self,
-        token: Token,
-        mut should_abort: AbortCheck<'_>,
-    ) -> Result<(), GilError> {
-        let started = Instant::now();
+        slow: &'s Slow,
+        mut room: MutexGuard<'s, WaitRoom>,
+        w: &Waiter,
+        cond: &Condvar,
+        should_abort: &mut AbortCheck<'_>,
+    ) -> (MutexGuard<'s, WaitRoom>, bool) {
         let policy = self.inner.policy;
         let hot = &*self.inner.hot;
-        let slow = self.slow();
-        let cond = Condvar::new();
-        let mut room = slow.mutex.lock();
-        let w = self.join(&mut room, token, started, &cond);
-        self.monitor_joined(&mut room, &w);
+        let token = w.token;
+        self.monitor_joined(&mut room, w);
         // The switch number of the holder already preempted by this waiter.
         let mut preempted: Option<u64> = None;
         loop {
@@ -114,7 +114,7 @@ impl Gil {
             if s & SYSCALL != 0 && self.reclaim(token).is_some() {
                 break; // our own system call: just take it back
             }
-            if self.may_take_queued(&mut room, &w) && self.try_lock_word() {
+            if self.may_take_queued(&mut room, w) && self.try_lock_word() {
                 break;
             }
             // Priority: an I/O-class waiter asks a CPU-class holder at once.
@@ -126,7 +126,7 @@ impl Gil {
             {
                 preempted = Some(sn);
                 let spun;
-                (room, spun) = self.ask_at_once(slow, room, &w, true);
+                (room, spun) = self.ask_at_once(slow, room, w, true);
                 if spun {
                     continue;
                 }
@@ -141,15 +141,11 @@ impl Gil {
                 cond.wait(&mut room);
                 false
             };
-            if timed_out && self.ask_abort(&mut should_abort) {
-                self.leave(slow, &mut room, &w, false);
-                return Err(GilError::Aborted);
+            if timed_out && self.ask_abort(should_abort) {
+                return (room, false);
             }
         }
-        let starved = self.leave(slow, &mut room, &w, true);
-        self.took_over_under_mutex(token, w.class, starved, slow, &mut room);
-        self.waited(w.started);
-        Ok(())
+        (room, true)
     }
 
     /// One look at a monitored lock, under its mutex: raises what is due
@@ -242,7 +238,7 @@ impl Gil {
             let s = self.inner.hot.word.load(Relaxed);
             if s & LOCKED == 0 {
                 // Free: make sure whoever goes first now is awake.
-                self.wake_next(room);
+                room.wake_next(self.inner.policy);
             } else if interval_due || !self.holder_class().1 {
                 // Held (a holder in its slice only once the slice is
                 // over), or reserved for a holder in a lazily released call:
@@ -268,7 +264,7 @@ impl Gil {
         bump(&self.inner.lazy_takeovers, 1);
         room.monitor.episode = None;
         self.observe_takeover(None);
-        self.wake_next(room);
+        room.wake_next(self.inner.policy);
     }
 
     /// Makes the monitor look at this lock as soon as something may be due:

@@ -20,7 +20,7 @@ use crate::laps;
 use crate::policy::{self, Asked, Candidate, Census, Turn};
 use crate::reason::ReleaseReason;
 use crate::sync::{spin_while, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
-use crate::Token;
+use crate::{Policy, Token};
 
 /// The waiting room's bookkeeping, only touched under `Slow::mutex`.
 #[derive(Default)]
@@ -90,7 +90,7 @@ pub(super) struct Queued {
     /// The lock's acquisition count when it joined: who has overtaken it
     /// since ([`policy::may_overtake`]).
     joined_at: u64,
-    /// Its last wait had a timeout (it keeps time, see `Gil::keeps_time`):
+    /// Its last wait had a timeout (it keeps time, see `WaitRoom::keeps_time`):
     /// it needs no wake-up to notice that the holder runs on.
     timed: bool,
     cond: CondRef,
@@ -132,6 +132,40 @@ impl WaitRoom {
         &mut self.queue[at]
     }
 
+    /// The waiter a free lock goes to under `policy` ([`policy::designee`]).
+    pub(super) fn designee(&self, policy: Policy) -> Option<&Queued> {
+        policy::designee(policy, self.census, self.queue.iter())
+    }
+
+    /// Wakes the waiter that should go next: the designee.
+    pub(super) fn wake_next(&self, policy: Policy) {
+        if let Some(d) = self.designee(policy) {
+            d.wake();
+        }
+    }
+
+    /// Whether waiter `w` is the one the starvation bound is timed on
+    /// ([`policy::next_to_starve`]). Only a CPU-class waiter looks along
+    /// the line, so an I/O-class one (most waiters in a busy server) never
+    /// pays for its length.
+    pub(super) fn first_to_starve(&self, policy: Policy, w: &Waiter) -> bool {
+        policy::may_starve(policy, w.class, w.starving)
+            && policy::next_to_starve(policy, self.census, self.queue.iter())
+                .is_some_and(|i| self.queue[i].ticket == w.ticket)
+    }
+
+    /// Whether waiter `w` keeps time in the plain waiting room: it is the
+    /// designee (it times the holder's interval, slice and lazily released
+    /// call), or the waiter the starvation bound is timed on. Everyone else
+    /// sleeps without a timeout: with N waiters each timing its own
+    /// interval, as in CPython's `take_gil`, N wake-ups an interval came
+    /// whatever the hand-offs did (a herd on a timer). A waiter that
+    /// becomes one of the two is woken ([`Gil::leave`]), unless its last
+    /// wait had a timeout already.
+    pub(super) fn keeps_time(&self, policy: Policy, w: &Waiter) -> bool {
+        self.designee(policy).is_some_and(|d| d.ticket == w.ticket) || self.first_to_starve(policy, w)
+    }
+
     /// Under loom: wakes every waiter, so timed waits can see the tick.
     #[cfg(gil_loom)]
     pub(super) fn wake_all(&self) {
@@ -154,6 +188,26 @@ pub(super) struct Waiter {
     pub(super) starving: bool,
     /// Its place in the queue.
     pub(super) ticket: u64,
+}
+
+impl Waiter {
+    /// Waits on `cond` (this waiter's own) for at most `timeout` if it
+    /// keeps time (`timed`), else until woken. Whether it timed out.
+    pub(super) fn wait(
+        &self,
+        cond: &Condvar,
+        room: &mut MutexGuard<'_, WaitRoom>,
+        timed: bool,
+        timeout: Duration,
+    ) -> bool {
+        room.entry_mut(self.ticket).timed = timed;
+        if timed {
+            cond.wait_for(room, timeout)
+        } else {
+            cond.wait(room);
+            false
+        }
+    }
 }
 
 /// `slot` remembers since when something identified by `key` has been
@@ -204,7 +258,7 @@ impl Gil {
             timed: false,
             cond: CondRef(cond),
         });
-        if self.designee(room).is_some_and(|d| d.ticket == ticket) {
+        if room.designee(self.inner.policy).is_some_and(|d| d.ticket == ticket) {
             // The hand-off bound is timed from now (see `turn`).
             room.head = Some((ticket, since));
         }
@@ -230,8 +284,8 @@ impl Gil {
     pub(super) fn leave(&self, slow: &Slow, room: &mut WaitRoom, w: &Waiter, with_lock: bool) -> bool {
         // Whether it kept time for the others (see `keeps_time`): then
         // whoever takes over that job is woken to do it.
-        let was_designee = self.designee(room).is_some_and(|d| d.ticket == w.ticket);
-        let was_timing_starvation = self.first_to_starve(room, w);
+        let was_designee = room.designee(self.inner.policy).is_some_and(|d| d.ticket == w.ticket);
+        let was_timing_starvation = room.first_to_starve(self.inner.policy, w);
         let at = room
             .queue
             .binary_search_by_key(&w.ticket, |q| q.ticket)
@@ -244,7 +298,7 @@ impl Gil {
             // new holder within an interval, and a wake-up per hand-off
             // would only take a CPU from the threads doing the work.
             if was_designee {
-                if let Some(d) = self.designee(room).filter(|d| !d.timed) {
+                if let Some(d) = room.designee(self.inner.policy).filter(|d| !d.timed) {
                     d.wake();
                 }
             }
@@ -268,7 +322,7 @@ impl Gil {
         } else if !with_lock && (!self.word_locked() || starving) {
             // We may have consumed the wake-up meant for taking the lock, or
             // held back the others while starving.
-            self.wake_next(room);
+            room.wake_next(self.inner.policy);
         }
         starving
     }
@@ -291,56 +345,13 @@ impl Gil {
         policy::may_take(self.inner.policy, room.census, w.class, w.starving, turn)
     }
 
-    /// Whether waiter `w` keeps time in the plain waiting room: it is the
-    /// designee (it times the holder's interval, slice and lazily released
-    /// call), or the waiter the starvation bound is timed on. Everyone else
-    /// sleeps without a timeout: with N waiters each timing its own
-    /// interval, as in CPython's `take_gil`, N wake-ups an interval came
-    /// whatever the hand-offs did (a herd on a timer). A waiter that
-    /// becomes one of the two is woken ([`Gil::leave`]), unless its last
-    /// wait had a timeout already.
-    pub(super) fn keeps_time(&self, room: &WaitRoom, w: &Waiter) -> bool {
-        self.designee(room).is_some_and(|d| d.ticket == w.ticket) || self.first_to_starve(room, w)
-    }
-
-    /// Waits on `cond` (waiter `w`'s own) for at most `timeout` if it
-    /// keeps time, else until woken. Whether it timed out.
-    pub(super) fn wait_in_room(
-        &self,
-        cond: &Condvar,
-        room: &mut MutexGuard<'_, WaitRoom>,
-        w: &Waiter,
-        timed: bool,
-        timeout: Duration,
-    ) -> bool {
-        room.entry_mut(w.ticket).timed = timed;
-        if timed {
-            cond.wait_for(room, timeout)
-        } else {
-            cond.wait(room);
-            false
-        }
-    }
-
-    /// Whether waiter `w` is the one the starvation bound is timed on
-    /// ([`policy::next_to_starve`]). Only a CPU-class waiter looks along
-    /// the line, so an I/O-class one (most waiters in a busy server) never
-    /// pays for its length.
-    pub(super) fn first_to_starve(&self, room: &WaitRoom, w: &Waiter) -> bool {
-        policy::may_starve(self.inner.policy, w.class, w.starving)
-            && policy::next_to_starve(self.inner.policy, room.census, room.queue.iter())
-                .is_some_and(|i| room.queue[i].ticket == w.ticket)
-    }
-
-    /// The waiter a free lock goes to ([`policy::designee`]).
-    pub(super) fn designee<'r>(&self, room: &'r WaitRoom) -> Option<&'r Queued> {
-        policy::designee(self.inner.policy, room.census, room.queue.iter())
-    }
-
     /// Where the designee stands for `token`, the waiter with `ticket`
     /// (`None`: a thread not queued). Also starts timing a new designee.
     fn turn(&self, room: &mut WaitRoom, ticket: Option<u64>, token: Token) -> Turn {
-        let Some((d, class, joined_at)) = self.designee(room).map(|d| (d.ticket, d.class, d.joined_at)) else {
+        let Some((d, class, joined_at)) = room
+            .designee(self.inner.policy)
+            .map(|d| (d.ticket, d.class, d.joined_at))
+        else {
             return Turn::Open;
         };
         let since = first_seen(&mut room.head, d, &room.clock);
@@ -358,13 +369,6 @@ impl Gil {
             Turn::Reserved(class)
         } else {
             Turn::Open
-        }
-    }
-
-    /// Wakes the waiter that should go next: the designee.
-    pub(super) fn wake_next(&self, room: &WaitRoom) {
-        if let Some(d) = self.designee(room) {
-            d.wake();
         }
     }
 
@@ -515,7 +519,7 @@ impl Gil {
         if self.inner.monitor {
             self.ask_monitor_within(policy::slice(self.interval()));
         } else {
-            self.wake_next(room);
+            room.wake_next(self.inner.policy);
         }
     }
 
@@ -533,7 +537,7 @@ impl Gil {
             class::remember(self.id(), token.get(), class);
         }
         self.inner.hot.word.unlock();
-        self.wake_next(&room);
+        room.wake_next(self.inner.policy);
         let must_wait = match reason {
             ReleaseReason::Final => false,
             ReleaseReason::Forced => true,

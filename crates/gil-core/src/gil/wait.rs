@@ -8,14 +8,17 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use super::room::first_seen;
+use super::room::{first_seen, Slow, WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
 use super::{bump, AbortCheck, Gil};
 use crate::policy;
-use crate::sync::{Condvar, Stamp};
+use crate::sync::{Condvar, MutexGuard, Stamp};
 use crate::{GilError, Token};
 
 impl Gil {
+    /// The slow path of `acquire`: `token` joins the waiting room, waits
+    /// (timing itself, or with the monitor keeping the time) until it may
+    /// take the lock or is told to give up, and leaves the room.
     #[cold]
     pub(super) fn acquire_slow(&self, token: Token, mut should_abort: AbortCheck<'_>) -> Result<(), GilError> {
         if self.in_callback() {
@@ -23,16 +26,40 @@ impl Gil {
             // waiting here would wait for this very thread.
             return Err(GilError::Reentrant);
         }
-        if self.inner.monitor {
-            return self.acquire_slow_monitored(token, should_abort);
-        }
         let started = Instant::now();
-        let policy = self.inner.policy;
-        let hot = &*self.inner.hot;
         let slow = self.slow();
         let cond = Condvar::new();
         let mut room = slow.mutex.lock();
         let mut w = self.join(&mut room, token, started, &cond);
+        let took;
+        (room, took) = if self.inner.monitor {
+            self.wait_monitored(slow, room, &w, &cond, &mut should_abort)
+        } else {
+            self.wait_timing_itself(slow, room, &mut w, &cond, &mut should_abort)
+        };
+        if !took {
+            self.leave(slow, &mut room, &w, false);
+            return Err(GilError::Aborted);
+        }
+        let starved = self.leave(slow, &mut room, &w, true);
+        self.took_over_under_mutex(token, w.class, starved, slow, &mut room);
+        self.waited(w.started);
+        Ok(())
+    }
+
+    /// Waiter `w` waits in `room`, keeping its own time, until it has taken
+    /// the lock word (true) or `should_abort` said to give up (false).
+    fn wait_timing_itself<'s>(
+        &self,
+        slow: &'s Slow,
+        mut room: MutexGuard<'s, WaitRoom>,
+        w: &mut Waiter,
+        cond: &Condvar,
+        should_abort: &mut AbortCheck<'_>,
+    ) -> (MutexGuard<'s, WaitRoom>, bool) {
+        let policy = self.inner.policy;
+        let hot = &*self.inner.hot;
+        let token = w.token;
         // The lazy-release episode being timed: (generation, first seen).
         let mut episode: Option<(u64, Stamp)> = None;
         // The switch number of the holder already preempted by this waiter.
@@ -45,7 +72,7 @@ impl Gil {
         let mut sliced: Option<u64> = None;
         loop {
             let s = hot.word.load(Relaxed);
-            let may_take = self.may_take_queued(&mut room, &w);
+            let may_take = self.may_take_queued(&mut room, w);
             if may_take && self.try_lock_word() {
                 break;
             }
@@ -54,7 +81,7 @@ impl Gil {
             // Only the waiters that keep time wait with a timeout; the
             // others sleep until a release, or a change of who keeps time,
             // wakes them.
-            let timed = should_abort.is_some() || self.keeps_time(&room, &w);
+            let timed = should_abort.is_some() || room.keeps_time(policy, w);
             let timed_out = if s & SYSCALL != 0 {
                 if self.reclaim(token).is_some() {
                     // Our own system call (the fast path lost a race with a
@@ -82,13 +109,13 @@ impl Gil {
                     .clock
                     .left(since, threshold)
                     .min(room.clock.left(held, self.interval()));
-                self.wait_in_room(&cond, &mut room, &w, timed, left);
+                w.wait(cond, &mut room, timed, left);
                 // A call that has outlasted the threshold is taken over (next
                 // round), not asked to end.
                 room.clock.passed(held, self.interval()) && !room.clock.passed(since, threshold)
             } else if s & LOCKED == 0 {
                 // Free, but not ours to take (priority): wait to be woken.
-                self.wait_in_room(&cond, &mut room, &w, timed, self.interval())
+                w.wait(cond, &mut room, timed, self.interval())
             } else {
                 let (holder, slice) = self.holder_class();
                 let sn = hot.switch_number.load(Relaxed);
@@ -97,7 +124,7 @@ impl Gil {
                     // A starving waiter asks for itself, not to preempt.
                     room.asked.starving |= w.starving;
                     let spun;
-                    (room, spun) = self.ask_at_once(slow, room, &w, !w.starving);
+                    (room, spun) = self.ask_at_once(slow, room, w, !w.starving);
                     if spun {
                         continue;
                     }
@@ -115,7 +142,7 @@ impl Gil {
                         sliced = Some(sn);
                         true
                     } else {
-                        self.wait_in_room(&cond, &mut room, &w, timed, left);
+                        w.wait(cond, &mut room, timed, left);
                         false // the next round asks
                     }
                 } else if self.inner.lazy_release.is_some() {
@@ -126,17 +153,17 @@ impl Gil {
                     // waiter started waiting on this holder.
                     let since = first_seen(&mut waiting_on, sn, &room.clock);
                     let left = room.clock.left(since, self.interval());
-                    self.wait_in_room(&cond, &mut room, &w, timed, left);
+                    w.wait(cond, &mut room, timed, left);
                     room.clock.passed(since, self.interval())
                 } else {
-                    self.wait_in_room(&cond, &mut room, &w, timed, self.interval())
+                    w.wait(cond, &mut room, timed, self.interval())
                 }
             };
             // The starvation bound is checked at every wake-up: a waiter
             // woken by every release but losing every race (to threads
             // arriving as it wakes) never sees a wait time out. Only the
             // first CPU-class waiter, and only while nobody starves.
-            if self.first_to_starve(&room, &w)
+            if room.first_to_starve(policy, w)
                 && room.clock.passed(
                     policy::starvation_start(w.since, room.cpu_served),
                     policy::starvation_bound(self.interval()),
@@ -151,9 +178,8 @@ impl Gil {
             if !timed_out {
                 continue;
             }
-            if self.ask_abort(&mut should_abort) {
-                self.leave(slow, &mut room, &w, false);
-                return Err(GilError::Aborted);
+            if self.ask_abort(should_abort) {
+                return (room, false);
             }
             // A whole interval passed with the holder running. Ask for a
             // drop only if nobody took the lock in the meantime: after a
@@ -162,7 +188,7 @@ impl Gil {
             let now = hot.word.load(Relaxed);
             if holder_running.is_some_and(|sn| sn == hot.switch_number.load(Relaxed)) && now & LOCKED != 0 {
                 room.asked.interval = true;
-                self.request_drop_for(slow, &mut room, &w);
+                self.request_drop_for(slow, &mut room, w);
                 if waiting_on.is_some() {
                     // Lazy release: the holder gets a whole interval to
                     // answer before it is asked again (as the timed waits of
@@ -173,9 +199,6 @@ impl Gil {
                 (room, _) = self.spin_for_release(slow, room);
             }
         }
-        let starved = self.leave(slow, &mut room, &w, true);
-        self.took_over_under_mutex(token, w.class, starved, slow, &mut room);
-        self.waited(w.started);
-        Ok(())
+        (room, true)
     }
 }

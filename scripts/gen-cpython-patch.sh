@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Puts the shim into the CPython patch: cpython/shim/ceval_gil_rust.h,
-# cpython/shim/_rustgilmodule.c and cpython/shim/rustgil.py become new files
-# (Python/ceval_gil_rust.h, Modules/_rustgilmodule.c, Lib/rustgil.py) at the
+# cpython/shim/ceval_gil_rust_observe.h, cpython/shim/_rustgilmodule.c and
+# cpython/shim/rustgil.py become new files (Python/ceval_gil_rust.h,
+# Python/ceval_gil_rust_observe.h, Modules/_rustgilmodule.c, Lib/rustgil.py) at the
 # end of each cpython/patches/*.patch, so a
 # builder applies one patch and runs ./configure --with-rust-gil; make.
 # The rest of each patch (the edits to CPython's own files) is kept as it is.
@@ -20,9 +21,11 @@ cd "$(dirname "$0")/.."
 declare -A target=(
     [cpython/shim/_rustgilmodule.c]=Modules/_rustgilmodule.c
     [cpython/shim/ceval_gil_rust.h]=Python/ceval_gil_rust.h
+    [cpython/shim/ceval_gil_rust_observe.h]=Python/ceval_gil_rust_observe.h
     [cpython/shim/rustgil.py]=Lib/rustgil.py
 )
-order=(cpython/shim/_rustgilmodule.c cpython/shim/ceval_gil_rust.h cpython/shim/rustgil.py)
+order=(cpython/shim/_rustgilmodule.c cpython/shim/ceval_gil_rust.h cpython/shim/ceval_gil_rust_observe.h
+       cpython/shim/rustgil.py)
 
 # new_file SHIM: a git-style diff that creates target[SHIM] with its content.
 new_file() {

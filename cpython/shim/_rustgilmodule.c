@@ -116,7 +116,11 @@ static int rustgil_atexit_registered = 0;
    at trace_stop(); NULL if it was on already or the user has set it since. */
 static gil_t *trace_turned_stats_on = NULL;
 
-extern int _PyRustGil_Observing;
+/* Defined in Python/ceval_gil_rust_observe.h: the core's switch for
+   naming, and the registration of this module's namer (rustgil_audit),
+   which the core's audit hook calls. */
+extern int _PyRustGil_StartNaming(void);
+extern void _PyRustGil_SetNamer(Py_AuditHookFunction namer);
 
 /* How long a started thread may go without a tagged record before its
    name is given up (it never took the GIL with the accounting on: the
@@ -317,7 +321,7 @@ static PyMethodDef rustgil_at_exit_def = {
 static int
 rustgil_audit(const char *event, PyObject *args, void *Py_UNUSED(data))
 {
-    if (rustgil_in_audit || !_PyRustGil_Observing || PyInterpreterState_Get() != PyInterpreterState_Main()) {
+    if (rustgil_in_audit) {
         return 0;
     }
     gil_t *lock = (gil_t *)_PyRustGil_Current();
@@ -371,24 +375,6 @@ rustgil_audit(const char *event, PyObject *args, void *Py_UNUSED(data))
     rustgil_in_audit = 0;
     return 0;
 }
-
-/* Called by the shim when the options start a trace, and by this module
-   when a trace or the accounting starts: turns tagging on and installs the
-   audit hook once. 0, or -1 if the hook could not be added. */
-int _PyRustGil_InstallNaming(void);
-
-int
-_PyRustGil_InstallNaming(void)
-{
-    static int installed = 0;
-    _PyRustGil_Observing = 1;
-    if (installed) {
-        return 0;
-    }
-    installed = 1;
-    return PySys_AddAuditHook(rustgil_audit, NULL);
-}
-
 
 static PyObject *
 rustgil_policy(PyObject *module, PyObject *Py_UNUSED(ignored))
@@ -657,7 +643,7 @@ rustgil_set_thread_stats(PyObject *module, PyObject *args, PyObject *kwargs)
     if (trace_turned_stats_on == lock) {
         trace_turned_stats_on = NULL;  /* the user's choice now, not the trace's */
     }
-    if (on && _PyRustGil_InstallNaming() < 0) {
+    if (on && _PyRustGil_StartNaming() < 0) {
         PyErr_Clear();  /* names are a nicety */
     }
     if (on) {
@@ -1052,7 +1038,7 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
         trace_turned_stats_on = lock;
         tag_current_thread(lock);
     }
-    if (_PyRustGil_InstallNaming() < 0) {
+    if (_PyRustGil_StartNaming() < 0) {
         PyErr_Clear();  /* names are a nicety */
     }
     result = Py_NewRef(Py_None);
@@ -1214,6 +1200,9 @@ static PyMethodDef rustgil_methods[] = {
 static int
 rustgil_exec(PyObject *module)
 {
+    if (PyInterpreterState_Get() == PyInterpreterState_Main()) {
+        _PyRustGil_SetNamer(rustgil_audit);
+    }
     PyObject *measure = PyType_FromModuleAndSpec(module, &measure_spec, NULL);
     if (measure == NULL) {
         return -1;

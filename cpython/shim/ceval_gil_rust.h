@@ -9,7 +9,9 @@
  * recreate_gil, drop_gil, take_gil, _PyEval_SetSwitchInterval and
  * _PyEval_GetSwitchInterval;
  * everything else in ceval_gil.c (eval breaker, pending calls, PyEval_* API)
- * is unchanged and calls these.
+ * is unchanged and calls these. The observers the options start, and the
+ * switch for thread naming, are in ceval_gil_rust_observe.h (included
+ * below).
  *
  * The mapping:
  *   - one gil_t per _gil_runtime_state, so each interpreter that owns a GIL
@@ -50,7 +52,7 @@
 #include <gil.h>
 #include <stdio.h>      // snprintf()
 #include <stdlib.h>     // getenv()
-#include <string.h>     // memcpy(), strstr(), strerror()
+#include <string.h>     // strcmp()
 #include <unistd.h>     // getpid()
 #include <wchar.h>      // wcschr()
 
@@ -219,97 +221,8 @@ rustgil_lock_interval(unsigned long microseconds)
     return microseconds > GIL_MAX_SWITCH_INTERVAL_US ? GIL_MAX_SWITCH_INTERVAL_US : microseconds;
 }
 
-/* Observers asked for by the options (stats=1, trace=PATH) run on the main
-   interpreter's lock. While a trace or the accounting runs, take_gil tags
-   each thread's record with its ident (rustgil_tag_thread), so that
-   _rustgil can name threads after they end. */
-int _PyRustGil_Observing = 0;
-static gil_t *rustgil_env_trace_lock = NULL;
-static char rustgil_env_trace_path[1100];
-
-/* Defined in Modules/_rustgilmodule.c (built in): names threads as the
-   threading module starts them, for the traces and the accounting. */
-extern int _PyRustGil_InstallNaming(void);
-
-/* Writes the trace the options started, at exit (the main interpreter's
-   lock is never freed at finalization, see destroy_gil); nothing if it was
-   stopped already (_rustgil.trace_stop()) or never started in this
-   process. A fork child that leaves by os._exit writes nothing. */
-static void
-rustgil_write_env_trace(void)
-{
-    gil_t *lock = rustgil_env_trace_lock;
-    if (lock == NULL) {
-        return;
-    }
-    rustgil_env_trace_lock = NULL;
-    gil_result_t r = gil_trace_stop(lock, NULL);
-    if (r != GIL_OK && r != GIL_ERR_NOT_TRACING) {
-        fprintf(stderr, "rust-gil: the GIL trace could not be written to '%s': %s\n",
-                rustgil_env_trace_path, gil_result_str(r));
-    }
-}
-
-/* Starts the observers the options ask for on the main interpreter's lock.
-   In a fork child (child = 1) a trace starts only if its path has %p: the
-   parent's file is the parent's. A trace that cannot start ends start-up
-   (or, in a child, is reported on stderr) naming the file. */
-static void
-rustgil_start_observers(gil_t *lock, int child)
-{
-    const gil_options_t *o = &rustgil_env_observe;
-    if (o->stats || o->trace[0] != '\0') {
-        RUSTGIL_CHECK(gil_set_thread_stats(lock, true));
-        (void)_PyRustGil_InstallNaming();
-    }
-    if (o->trace[0] == '\0' || (child && strstr(o->trace, "%p") == NULL)) {
-        return;
-    }
-    if (gil_trace_path(o->trace, (uint32_t)getpid(), rustgil_env_trace_path,
-                       sizeof rustgil_env_trace_path) != GIL_OK) {
-        /* Only a name whose every %p the pid made too long. */
-        snprintf(rustgil_env_trace_path, sizeof rustgil_env_trace_path, "%s", o->trace);
-    }
-    char title[200];
-    const char *name = NULL;
-    (void)gil_get_preset(lock, &name);
-    snprintf(title, sizeof title, "Python %s, GIL policy %s, pid %ld", PY_VERSION,
-             name != NULL ? name : "?", (long)getpid());
-    errno = 0;
-    gil_result_t r = gil_trace_start_ex(lock, rustgil_env_trace_path, title, (size_t)o->trace_ring,
-                                        o->trace_ring != 0 ? GIL_TRACE_RING : 0);
-    int err = errno;
-    if (r != GIL_OK) {
-        static char message[2048];
-        snprintf(message, sizeof message, "%s='%.300s': the GIL trace file '%.1000s' cannot be created: %s%s%s",
-                 rustgil_options_source, rustgil_options_value, rustgil_env_trace_path,
-                 gil_result_str(r), r == GIL_ERR_IO && err ? ": " : "", r == GIL_ERR_IO && err ? strerror(err) : "");
-        if (child) {
-            fprintf(stderr, "rust-gil: %s\n", message);
-            return;
-        }
-        Py_ExitStatusException(_PyStatus_ERR(message));
-    }
-    rustgil_env_trace_lock = lock;
-    static int registered = 0;
-    if (!registered) {
-        registered = 1;
-        atexit(rustgil_write_env_trace);
-    }
-}
-
-/* With observers on: tags the record of this thread's life with its ident
-   (at each acquisition: a record may begin at any of them, e.g. when the
-   accounting is turned on again), so it can be named after it ends. A
-   token without a record (accounting off) is left alone; a record tagged
-   already is found in the thread's own cache, without a lock. */
-static inline void
-rustgil_tag_thread(gil_t *lock, PyThreadState *tstate)
-{
-    if (_PyRustGil_Observing) {
-        (void)gil_tag_thread(lock, tstate, (uint64_t)tstate->thread_id);
-    }
-}
+/* The observers the options start, thread naming, tagging. */
+#include "ceval_gil_rust_observe.h"
 
 static void
 create_gil(struct _gil_runtime_state *gil)

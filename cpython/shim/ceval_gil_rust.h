@@ -243,7 +243,7 @@ create_gil(struct _gil_runtime_state *gil)
     gil_t *lock = NULL;
     RUSTGIL_CHECK(gil_new(&config, &lock));
     if (main_gil) {
-        rustgil_start_observers(lock, 0);
+        rustgil_start_observers(lock, 0, &rustgil_env_observe, rustgil_options_source, rustgil_options_value);
     }
     gil->rust_gil = lock;
     gil->switch_number = 0;
@@ -283,7 +283,8 @@ recreate_gil(struct _gil_runtime_state *gil)
     if (lock == rustgil_env_trace_lock || (gil == &_PyRuntime._main_interpreter._gil
                                           && rustgil_env_observe.trace[0] != '\0')) {
         rustgil_env_trace_lock = NULL;
-        rustgil_start_observers(lock, 1);
+        rustgil_start_observers(lock, 1, &rustgil_env_observe, rustgil_options_source,
+                                rustgil_options_value);
     }
     gil->switch_number = 0;
     _Py_atomic_store_ptr_relaxed(&gil->last_holder, 0);

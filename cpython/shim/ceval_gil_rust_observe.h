@@ -1,9 +1,10 @@
 /*
  * Python/ceval_gil_rust_observe.h: the observers of CPython's rust-gil
  * lock that belong to the core: those the options start (stats=1,
- * trace=PATH, read by ceval_gil_rust.h), the trace they write at exit, the
- * tagging of each thread's record with its ident, and the switch that
- * turns thread naming on. Included by Python/ceval_gil_rust.h.
+ * trace=PATH; ceval_gil_rust.h reads them and passes them in), the trace
+ * they write at exit, the tagging of each thread's record with its ident,
+ * and the switch that turns thread naming on. Included by
+ * Python/ceval_gil_rust.h; it uses nothing of it.
  *
  * Maintained in the rust-gil repository (cpython/shim/); the CPython patch
  * carries it as a new file (scripts/gen-cpython-patch.sh).
@@ -113,18 +114,22 @@ rustgil_write_env_trace(void)
     }
 }
 
-/* Starts the observers the options ask for on the main interpreter's lock
+/* Starts the observers options `o` ask for on the main interpreter's lock
    (the library's gil_options_start), with the accounting on for a trace
    too, since rows are named through the records. In a fork child (child =
    1) a trace starts only if its path has %p: the parent's file is the
    parent's. A trace that cannot start ends start-up (or, in a child, is
-   reported on stderr) naming the file. */
+   reported on stderr) naming the file and where the options came from
+   (`source`='`value`'). */
 static void
-rustgil_start_observers(gil_t *lock, int child)
+rustgil_start_observers(gil_t *lock, int child, const gil_options_t *o, const char *source,
+                        const char *value)
 {
-    const gil_options_t *o = &rustgil_env_observe;
     if (o->stats || o->trace[0] != '\0') {
-        RUSTGIL_CHECK(gil_set_thread_stats(lock, true));
+        gil_result_t r = gil_set_thread_stats(lock, true);
+        if (r != GIL_OK) {
+            _Py_FatalErrorFormat(__func__, "rust-gil: gil_set_thread_stats: %s", gil_result_str(r));
+        }
         (void)_PyRustGil_StartNaming();
     }
     char title[200];
@@ -137,8 +142,7 @@ rustgil_start_observers(gil_t *lock, int child)
                           sizeof rustgil_env_trace_path, why, sizeof why) != GIL_OK) {
         /* Py_ExitStatusException keeps a pointer to the message: static. */
         static char message[sizeof why + 400];
-        snprintf(message, sizeof message, "%s='%.300s': %s", rustgil_options_source,
-                 rustgil_options_value, why);
+        snprintf(message, sizeof message, "%s='%.300s': %s", source, value, why);
         if (child) {
             fprintf(stderr, "rust-gil: %s\n", message);
             return;

@@ -53,7 +53,8 @@ for case in "bogus|unknown GIL policy 'bogus' (known: classic, priority," \
             "priority,laps=99|laps must be a number from 0 to 16, not '99'" \
             "classic,laps=3|laps needs a policy that bounds overtaking" \
             "priority,|a trailing ','" \
-            "priority,trace=gil.txt|trace file 'gil.txt' must end in .json"; do
+            "priority,trace=gil.txt|trace file 'gil.txt' must end in .json" \
+            "priority,trace=/nonexistent-dir/t.json|the GIL trace file '/nonexistent-dir/t.json' cannot be created: No such file"; do
     bad=${case%%|*} want=${case#*|}
     set +e
     out=$(MICROPY_RUST_GIL="$bad" "$MICROPY_RUSTGIL" -c 'print("ran")' 2>&1)

@@ -138,32 +138,21 @@ static void rustgil_write_trace(void) {
     }
 }
 
-/* Starts the observers the options ask for; a trace that cannot start
-   stops start-up, naming the file. */
+/* Starts the observers the options ask for (the library's
+   gil_options_start); a trace that cannot start stops start-up, naming
+   the file. */
 static void rustgil_start_observers(const gil_options_t *o, const char *value) {
-    gil_result_t r;
-    if (o->stats && (r = gil_set_thread_stats(rustgil_lock, true)) != GIL_OK) {
-        rustgil_fatal("gil_set_thread_stats", r);
-    }
-    if (o->trace[0] == '\0') {
-        return;
-    }
-    if (gil_trace_path(o->trace, (uint32_t)getpid(), rustgil_trace_path, sizeof rustgil_trace_path) != GIL_OK) {
-        snprintf(rustgil_trace_path, sizeof rustgil_trace_path, "%s", o->trace);
-    }
     char title[160];
     snprintf(title, sizeof title, "MicroPython %s, pid %ld", MICROPY_VERSION_STRING, (long)getpid());
-    errno = 0;
-    r = gil_trace_start_ex(rustgil_lock, rustgil_trace_path, title, (size_t)o->trace_ring,
-        o->trace_ring != 0 ? GIL_TRACE_RING : 0);
-    if (r != GIL_OK) {
-        int err = errno;
-        fprintf(stderr, "micropython: %s='%s': the GIL trace file '%s' cannot be created: %s%s%s\n",
-            RUSTGIL_ENV, value, rustgil_trace_path, gil_result_str(r),
-            r == GIL_ERR_IO && err ? ": " : "", r == GIL_ERR_IO && err ? strerror(err) : "");
+    char why[GIL_TRACE_PATH_MAX + 256];
+    if (gil_options_start(rustgil_lock, o, title, 0, rustgil_trace_path, sizeof rustgil_trace_path,
+        why, sizeof why) != GIL_OK) {
+        fprintf(stderr, "micropython: %s='%s': %s\n", RUSTGIL_ENV, value, why);
         exit(1);
     }
-    atexit(rustgil_write_trace);
+    if (rustgil_trace_path[0] != '\0') {
+        atexit(rustgil_write_trace);
+    }
 }
 
 void mp_thread_gil_init(void) {

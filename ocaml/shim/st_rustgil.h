@@ -1,0 +1,236 @@
+/*
+ * otherlibs/systhreads/st_rustgil.h: OCaml 5's systhreads master lock,
+ * routed to the rust-gil library (gil.h). Included by st_pthreads.h in
+ * place of its own master lock when built with -DCAML_RUST_GIL.
+ *
+ * Maintained in the rust-gil repository (ocaml/shim/); the OCaml patch
+ * carries it as a new file (ocaml/build.sh puts it in).
+ *
+ * The mapping:
+ *   - one gil_t per domain slot (as upstream has one master lock per
+ *     domain); the domain lock is still taken after the gil and released
+ *     before it, so the backup thread works as before;
+ *   - the token is the address of a thread-local byte: it exists before a
+ *     C thread registering with the runtime has a thread record;
+ *   - release reasons: a blocking section is voluntary, a yield forced, a
+ *     thread's end final;
+ *   - no tick thread: a waiter asks the holder to drop after the switch
+ *     interval (or at once, with the priority policy, if the holder is
+ *     CPU-bound and the waiter not), through the library's drop-request
+ *     callback, which does what the tick thread did: it sets the domain's
+ *     requested_external_interrupt and young_limit, so the holder answers
+ *     at its next poll (caml_thread_interrupt_hook, thread_yield);
+ *   - the policy is a library preset with options, from OCAML_RUST_GIL
+ *     (the library's grammar, gil_config_parse); unset or empty: priority.
+ *     The switch interval is OCaml's own 50 ms unless interval_us= says
+ *     otherwise. A bad value ends start-up naming it (exit status 2).
+ */
+
+#include <gil.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include "caml/version.h"
+
+/* OCaml's tick (Thread_timeout in st_stubs.c), the interval every preset
+   starts with here. */
+#define ST_RUSTGIL_INTERVAL_US 50000
+#define ST_RUSTGIL_DEFAULT_POLICY "priority"
+#define ST_RUSTGIL_ENV "OCAML_RUST_GIL"
+
+typedef struct {
+  int init;                       /* 0 after a fork: the lock is the parent's */
+  gil_t *gil;                     /* this domain's lock, NULL before the first */
+  atomic_uintnat waiters;         /* threads waiting for the lock (or yielding) */
+  caml_domain_state *dom_st;      /* the domain the drop requests interrupt */
+} st_masterlock;
+
+/* This thread's token. */
+static __thread char st_rustgil_token_byte;
+#define St_rustgil_token ((void *) &st_rustgil_token_byte)
+
+static void st_bt_lock_acquire(st_masterlock *m);
+static void st_bt_lock_release(st_masterlock *m);
+
+static void st_rustgil_check(gil_result_t r, const char *what)
+{
+  if (r != GIL_OK)
+    caml_fatal_error("rust-gil: %s: %s", what, gil_result_str(r));
+}
+
+/* The library's drop-request callback: runs on a waiter, under the lock's
+   mutex, while the holder holds it. Both stores are the runtime's own way
+   to interrupt a domain from another thread (domain_state.tbl); the waiter
+   has no Caml_state, so caml_interrupt_self cannot be used. */
+static void st_rustgil_drop_request(void *user_data, void *holder)
+{
+  caml_domain_state *d = ((st_masterlock *) user_data)->dom_st;
+  (void) holder;
+  atomic_store_release(&d->requested_external_interrupt, 1);
+  atomic_store_release(&d->young_limit, CAML_UINTNAT_MAX);
+}
+
+/* OCAML_RUST_GIL, read once for the process: the configuration and the
+   observers it asks for. */
+static gil_config_t st_rustgil_config;
+static gil_options_t st_rustgil_options;
+static const char *st_rustgil_value;
+static char st_rustgil_trace_path[GIL_TRACE_PATH_MAX + 64];
+static gil_t *st_rustgil_traced;
+
+static void st_rustgil_read_config(void)
+{
+  static int read = 0;
+  char why[768];
+  if (read) return;
+  read = 1;
+  st_rustgil_value = getenv(ST_RUSTGIL_ENV);
+  if (st_rustgil_value == NULL || st_rustgil_value[0] == '\0')
+    st_rustgil_value = ST_RUSTGIL_DEFAULT_POLICY;
+  if (gil_config_parse(st_rustgil_value, &st_rustgil_config, &st_rustgil_options,
+                       why, sizeof why) != GIL_OK) {
+    /* The library's message names the value, escaped, and the fault. */
+    fprintf(stderr, "ocaml: %s=%s\n", ST_RUSTGIL_ENV, why);
+    exit(2);
+  }
+  if (!(st_rustgil_options.given & GIL_OPTION_INTERVAL_US))
+    st_rustgil_config.switch_interval_us = ST_RUSTGIL_INTERVAL_US;
+}
+
+static void st_rustgil_write_trace(void)
+{
+  gil_result_t r = gil_trace_stop(st_rustgil_traced, NULL);
+  if (r != GIL_OK && r != GIL_ERR_NOT_TRACING)
+    fprintf(stderr, "ocaml: rust-gil: the GIL trace could not be written to '%s': %s\n",
+            st_rustgil_trace_path, gil_result_str(r));
+}
+
+/* The observers OCAML_RUST_GIL asks for (stats=, trace=), on domain 0's
+   lock; in a fork child a trace starts only if its name has %p. */
+static void st_rustgil_start_observers(gil_t *g, int child)
+{
+  static int registered = 0;
+  char title[128], why[GIL_TRACE_PATH_MAX + 256];
+  const char *preset = NULL;
+  (void) gil_get_preset(g, &preset);
+  snprintf(title, sizeof title, "OCaml %s, GIL policy %s, pid %ld",
+           OCAML_VERSION_STRING, preset != NULL ? preset : "?", (long) getpid());
+  if (gil_options_start(g, &st_rustgil_options, title,
+                        child ? GIL_OPTIONS_FORK_CHILD : 0,
+                        st_rustgil_trace_path, sizeof st_rustgil_trace_path,
+                        why, sizeof why) != GIL_OK) {
+    fprintf(stderr, "ocaml: %s='%s': %s\n", ST_RUSTGIL_ENV, st_rustgil_value, why);
+    if (!child) exit(2);
+    return;
+  }
+  if (st_rustgil_trace_path[0] == '\0') return;
+  st_rustgil_traced = g;
+  if (!registered) {
+    registered = 1;
+    atexit(st_rustgil_write_trace);
+  }
+}
+
+/* Makes the domain's lock, held by the calling thread (the domain's first
+   thread, or after a fork the forking thread), as upstream's busy = 1.
+   Returns non-zero on failure. */
+static int st_masterlock_init(st_masterlock *m)
+{
+  m->dom_st = Caml_state;
+  atomic_store_release(&m->waiters, 0);
+  if (m->gil != NULL && !m->init) {
+    /* In a fork child: fresh, and held by the forking thread. */
+    st_rustgil_check(gil_reinit_after_fork(m->gil, St_rustgil_token),
+                     "gil_reinit_after_fork");
+    m->init = 1;
+    if (Caml_state->id == 0) st_rustgil_start_observers(m->gil, 1);
+    return 0;
+  }
+  if (m->gil != NULL) {
+    /* A new domain on the slot of one that ended holding its lock (its
+       threads all joined): let go on its behalf, then start afresh. */
+    void *holder = NULL;
+    if (gil_get_holder(m->gil, &holder) == GIL_OK && holder != NULL)
+      (void) gil_release(m->gil, holder, GIL_RELEASE_FINAL);
+    if (gil_free(m->gil) != GIL_OK)
+      caml_fatal_error("rust-gil: the lock of an ended domain is still in use");
+    m->gil = NULL;
+  }
+  st_rustgil_read_config();
+  gil_config_t config = st_rustgil_config;
+  config.on_drop_request = st_rustgil_drop_request;
+  config.user_data = m;
+  gil_result_t r = gil_new(&config, &m->gil);
+  if (r != GIL_OK) return (int) r;
+  st_rustgil_check(gil_acquire(m->gil, St_rustgil_token), "gil_acquire");
+  m->init = 1;
+  if (Caml_state->id == 0) st_rustgil_start_observers(m->gil, 0);
+  return 0;
+}
+
+static uintnat st_masterlock_waiters(st_masterlock *m)
+{
+  return atomic_load_acquire(&m->waiters);
+}
+
+/* Whether a waiter asked the holder to drop (the interrupt it answers may
+   be stale: raised for an earlier holder). */
+static int st_masterlock_drop_requested(st_masterlock *m)
+{
+  return gil_drop_requested(m->gil);
+}
+
+static void st_masterlock_acquire(st_masterlock *m)
+{
+  bool took = false;
+  st_rustgil_check(gil_try_acquire(m->gil, St_rustgil_token, &took), "gil_try_acquire");
+  if (!took) {
+    atomic_fetch_add(&m->waiters, +1);
+    st_rustgil_check(gil_acquire(m->gil, St_rustgil_token), "gil_acquire");
+    atomic_fetch_add(&m->waiters, -1);
+  }
+  st_bt_lock_acquire(m);
+}
+
+static void st_masterlock_release_for(st_masterlock *m, gil_release_reason_t why)
+{
+  st_bt_lock_release(m);
+  st_rustgil_check(gil_release(m->gil, St_rustgil_token, why), "gil_release");
+}
+
+/* Around a blocking section. */
+static void st_masterlock_release(st_masterlock *m)
+{
+  st_masterlock_release_for(m, GIL_RELEASE_VOLUNTARY);
+}
+
+/* A thread's last release (it leaves the runtime). */
+static void st_masterlock_release_final(st_masterlock *m)
+{
+  st_masterlock_release_for(m, GIL_RELEASE_FINAL);
+}
+
+/* Hands the lock to a waiter and waits for it again, so the yielder
+   cannot take straight back what it gave up. Counted as a waiter
+   meanwhile, so that the new holder's Thread.yield sees it. */
+Caml_inline void st_thread_yield(st_masterlock *m)
+{
+  void *last = NULL;
+  if (st_masterlock_waiters(m) == 0) return;
+  atomic_fetch_add(&m->waiters, +1);
+  /* As upstream: no backup-thread messaging, a thread resumes at once. */
+  caml_release_domain_lock();
+  /* Returns once another thread has the lock, if one is in its line. */
+  st_rustgil_check(gil_release(m->gil, St_rustgil_token, GIL_RELEASE_FORCED), "gil_release");
+  /* A waiter counted above may not be in the lock's line yet (back from
+     its own yield, it may still be waiting for a CPU): then the release
+     did not wait for it. It is on its way to take the lock; let it. */
+  while (atomic_load_acquire(&m->waiters) > 1
+         && gil_get_last_holder(m->gil, &last) == GIL_OK && last == St_rustgil_token)
+    sched_yield();
+  st_rustgil_check(gil_acquire(m->gil, St_rustgil_token), "gil_acquire");
+  atomic_fetch_add(&m->waiters, -1);
+  caml_acquire_domain_lock();
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# OCaml 5.3 on the rust-gil lock: builds it (ocaml/build.sh), then
+#
+#   0. the patch alone (no -DCAML_RUST_GIL) changes no code: the systhreads
+#      stubs preprocess to exactly what the pristine source gives;
+#   1. start-up errors: a bad OCAML_RUST_GIL stops start-up naming it, and
+#      a trace asked for in it is written;
+#   2. ocaml/smoke_test.ml, native and bytecode, under every preset;
+#   3. OCaml's own thread tests (testsuite/tests/lib-systhreads and
+#      lib-threads, through ocamltest) under every preset
+#      (RUSTGIL_OCAML_POLICIES="priority classic" to choose).
+#
+# Tests left out, with their reason, are in ocaml/known-failures.txt.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+say() { printf 'ocaml/test.sh: %s\n' "$*"; }
+die() { printf 'ocaml/test.sh: %s\n' "$*" >&2; exit 1; }
+
+presets=(classic priority lazy priority-lazy monitor priority-monitor priority-lazy-monitor)
+read -r -a policies <<<"${RUSTGIL_OCAML_POLICIES:-${presets[*]}}"
+
+build_out=$(bash "$repo/ocaml/build.sh") || die "ocaml/build.sh failed"
+printf '%s\n' "$build_out" | grep -v '^OCAML_' || true
+eval "$(printf '%s\n' "$build_out" | grep -E '^OCAML_[A-Z_]+=')"
+[ -x "${OCAML_RUSTGIL:-}/bin/ocamlopt" ] || die "build.sh did not produce the compiler"
+export PATH="$OCAML_RUSTGIL/bin:$PATH"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# ---- 0. the patch alone changes no code ------------------------------------
+say "the patch without CAML_RUST_GIL preprocesses to the pristine stubs"
+tree=$OCAML_RUSTGIL_BUILD
+pristine=$OCAML_SOURCE
+for variant in "" -DNATIVE_CODE; do
+    for side in "$tree" "$pristine"; do
+        # shellcheck disable=SC2086
+        cc -E -P -D_FILE_OFFSET_BITS=64 $variant -I"$tree/runtime" -I"$side/otherlibs/systhreads" \
+            "$side/otherlibs/systhreads/st_stubs.c" >"$work/pp-$(basename "$side")$variant.c"
+    done
+    cmp -s "$work/pp-$(basename "$tree")$variant.c" "$work/pp-$(basename "$pristine")$variant.c" \
+        || die "st_stubs.c${variant:+ ($variant)}: the patched tree differs from the pristine one without CAML_RUST_GIL"
+done
+say "    st_stubs.c, bytecode and native: the same"
+
+# ---- the smoke test, compiled both ways ------------------------------------
+cp "$repo/ocaml/smoke_test.ml" "$work/"
+(cd "$work" && ocamlopt -I +unix -I +threads unix.cmxa threads.cmxa smoke_test.ml -o smoke.opt \
+    && ocamlc -I +unix -I +threads unix.cma threads.cma smoke_test.ml -o smoke.byte) >"$work/compile.log" 2>&1 \
+    || { cat "$work/compile.log" >&2; die "the smoke test does not compile"; }
+ldd "$work/smoke.opt" | grep libgil >/dev/null || die "smoke.opt is not linked against libgil"
+
+# ---- 1. start-up errors and the observers ----------------------------------
+say "a bad OCAML_RUST_GIL is a start-up error naming the value"
+for case in "bogus|unknown GIL policy 'bogus' (known: classic, priority," \
+            "priority,laps=99|laps must be a number from 0 to 16, not '99'" \
+            "priority,|a trailing ','" \
+            "priority,trace=/nonexistent-dir/t.json|the GIL trace file '/nonexistent-dir/t.json' cannot be created: No such file"; do
+    bad=${case%%|*} want=${case#*|}
+    for prog in smoke.opt smoke.byte; do
+        set +e
+        out=$(OCAML_RUST_GIL="$bad" "$work/$prog" 2>&1)
+        rc=$?
+        set -e
+        [ "$rc" = 2 ] || die "$prog, OCAML_RUST_GIL='$bad': exit status $rc, not 2 ($out)"
+        case "$out" in
+            *"OCAML_RUST_GIL='$bad': $want"*) ;;
+            *) die "$prog, OCAML_RUST_GIL='$bad': unexpected message: $out" ;;
+        esac
+        case "$out" in *"ok "*) die "$prog, OCAML_RUST_GIL='$bad': the program ran" ;; esac
+    done
+done
+
+say "OCAML_RUST_GIL takes the whole grammar: interval, laps, accounting, a trace"
+out=$(OCAML_RUST_GIL="priority-lazy,interval_us=2000,lazy_us=30,laps=3,stats=1,trace=$work/gil-%p.json" \
+    "$work/smoke.opt" 2>&1) || die "smoke.opt with a trace failed: $out"
+trace=$(find "$work" -maxdepth 1 -name 'gil-*.json' | sed -n 1p)
+[ -n "$trace" ] && grep '"traceEvents"' "$trace" >/dev/null || die "no trace written at exit into $work"
+grep 'GIL policy priority-lazy, pid' "$trace" >/dev/null || die "the trace's title does not name the policy"
+# The fork child traces into its own file (the name has %p).
+[ "$(find "$work" -maxdepth 1 -name 'gil-*.json' | wc -l)" = 2 ] || die "the fork child wrote no trace of its own"
+
+# ---- 2. the smoke test under every preset ----------------------------------
+for policy in "${presets[@]}"; do
+    for prog in smoke.opt smoke.byte; do
+        out=$(OCAML_RUST_GIL=$policy timeout 300 "$work/$prog" 2>&1) \
+            || die "$prog under $policy failed: $out"
+        case "$out" in *"all passed"*) ;; *) die "$prog under $policy: $out" ;; esac
+    done
+    say "smoke test under $policy: native and bytecode passed"
+done
+
+# ---- 3. OCaml's own thread tests -------------------------------------------
+known=$(grep -v '^#' "$repo/ocaml/known-failures.txt" | awk 'NF { print $1 }' || true)
+for policy in "${policies[@]}"; do
+    for dir in tests/lib-systhreads tests/lib-threads; do
+        log="$work/$(basename "$dir")-$policy.log"
+        OCAML_RUST_GIL=$policy timeout 1200 make -C "$tree/testsuite" one DIR="$dir" >"$log" 2>&1 || true
+        failed=$(grep -E "^ \.\.\. testing '[^']+' .*=> failed" "$log" | sed -E "s/^ \.\.\. testing '([^']+)'.*/\1/" | sort -u || true)
+        unexpected=""
+        for t in $failed; do
+            printf '%s\n' "$known" | grep -xF -- "$dir/$t" >/dev/null || unexpected="$unexpected $t"
+        done
+        [ -z "$unexpected" ] || { tail -n 40 "$log" >&2; die "$dir under $policy: failed:$unexpected"; }
+        summary=$(grep -E '^ +[0-9]+ tests (passed|failed|skipped)' "$log" | tr -s ' ' | paste -sd, -)
+        [ -n "$summary" ] || { tail -n 40 "$log" >&2; die "$dir under $policy: no summary from ocamltest"; }
+        grep -E '^ +0 unexpected errors' "$log" >/dev/null || { tail -n 40 "$log" >&2; die "$dir under $policy: unexpected errors"; }
+        say "$dir under $policy:$summary"
+    done
+done
+say "all passed"

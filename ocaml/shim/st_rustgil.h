@@ -135,7 +135,7 @@ static void st_rustgil_start_observers(gil_t *g, int child)
 
 /* Makes the domain's lock, held by the calling thread (the domain's first
    thread, or after a fork the forking thread), as upstream's busy = 1.
-   Returns non-zero on failure. */
+   A failure of the library ends the program with its message. */
 static int st_masterlock_init(st_masterlock *m)
 {
   m->dom_st = Caml_state;
@@ -149,21 +149,20 @@ static int st_masterlock_init(st_masterlock *m)
     return 0;
   }
   if (m->gil != NULL) {
-    /* A new domain on the slot of one that ended holding its lock (its
-       threads all joined): let go on its behalf, then start afresh. */
+    /* A new domain on the slot of one that ended holding the slot's lock
+       (its threads all joined; the last of them may still be returning
+       from its final release, so the lock is kept, never freed): let go
+       on the ended thread's behalf, and take it for this one. */
     void *holder = NULL;
     if (gil_get_holder(m->gil, &holder) == GIL_OK && holder != NULL)
-      (void) gil_release(m->gil, holder, GIL_RELEASE_FINAL);
-    if (gil_free(m->gil) != GIL_OK)
-      caml_fatal_error("rust-gil: the lock of an ended domain is still in use");
-    m->gil = NULL;
+      st_rustgil_check(gil_release(m->gil, holder, GIL_RELEASE_FINAL), "gil_release");
+  } else {
+    st_rustgil_read_config();
+    gil_config_t config = st_rustgil_config;
+    config.on_drop_request = st_rustgil_drop_request;
+    config.user_data = m;
+    st_rustgil_check(gil_new(&config, &m->gil), "gil_new");
   }
-  st_rustgil_read_config();
-  gil_config_t config = st_rustgil_config;
-  config.on_drop_request = st_rustgil_drop_request;
-  config.user_data = m;
-  gil_result_t r = gil_new(&config, &m->gil);
-  if (r != GIL_OK) return (int) r;
   st_rustgil_check(gil_acquire(m->gil, St_rustgil_token), "gil_acquire");
   m->init = 1;
   if (Caml_state->id == 0) st_rustgil_start_observers(m->gil, 0);
@@ -185,12 +184,13 @@ static int st_masterlock_drop_requested(st_masterlock *m)
 static void st_masterlock_acquire(st_masterlock *m)
 {
   bool took = false;
+  /* Counted before trying, so that a Thread.yield in between sees this
+     thread coming (upstream counts it under the master lock's mutex). */
+  atomic_fetch_add(&m->waiters, +1);
   st_rustgil_check(gil_try_acquire(m->gil, St_rustgil_token, &took), "gil_try_acquire");
-  if (!took) {
-    atomic_fetch_add(&m->waiters, +1);
+  if (!took)
     st_rustgil_check(gil_acquire(m->gil, St_rustgil_token), "gil_acquire");
-    atomic_fetch_add(&m->waiters, -1);
-  }
+  atomic_fetch_add(&m->waiters, -1);
   st_bt_lock_acquire(m);
 }
 

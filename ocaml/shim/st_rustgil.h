@@ -107,6 +107,71 @@ static void st_rustgil_write_trace(void)
             st_rustgil_trace_path, gil_result_str(r));
 }
 
+/* stats=1: what the lock saw, written to stderr at exit, since an OCaml
+   program has no module to read it with: a row per thread (in the order
+   they began; times in ms), the lock's counters, and the quantiles of its
+   waits and holds. Only the process that started: a fork child inherits
+   the handler, not the report. */
+static gil_t *st_rustgil_counted;
+static pid_t st_rustgil_counted_pid;
+
+static int32_t st_rustgil_report_thread(void *user_data, const gil_thread_stats_t *s)
+{
+  unsigned *row = user_data;
+  fprintf(stderr, "%7u %5u %12llu %8llu %10.1f %10.1f %10.1f %7llu %7llu %9llu\n",
+          ++*row, s->alive, (unsigned long long) s->acquisitions,
+          (unsigned long long) s->waits, s->wait_ns / 1e6, s->hold_ns / 1e6,
+          s->call_ns / 1e6, (unsigned long long) s->forced_releases,
+          (unsigned long long) s->drop_requests_raised,
+          (unsigned long long) s->drop_requests_received);
+  return 0;
+}
+
+/* The top of the fine bucket (gil.h) holding quantile q, in microseconds. */
+static double st_rustgil_quantile_us(const uint64_t *fine, double q)
+{
+  uint64_t total = 0, seen = 0;
+  for (int i = 0; i < GIL_HISTOGRAM_FINE_BUCKETS; i++) total += fine[i];
+  if (total == 0) return 0;
+  for (int i = 0; i < GIL_HISTOGRAM_FINE_BUCKETS; i++) {
+    seen += fine[i];
+    if (seen >= q * total) {
+      if (i < 8) return (i + 1) / 1e3;
+      int p = 3 + (i - 8) / 8, k = (i - 8) % 8;
+      return (double) (9 + k) * (double) (1ULL << (p - 3)) / 1e3;
+    }
+  }
+  return 0;
+}
+
+static void st_rustgil_report(void)
+{
+  gil_t *g = st_rustgil_counted;
+  gil_counters_t c = { .struct_size = sizeof c };
+  gil_histograms_t *h;
+  unsigned row = 0;
+  if (getpid() != st_rustgil_counted_pid || (h = calloc(1, sizeof *h)) == NULL) return;
+  h->struct_size = sizeof *h;
+  fprintf(stderr, "ocaml: rust-gil stats, pid %ld, %s=%s\n"
+          " thread alive acquisitions    waits    wait ms    hold ms    call ms  forced  raised  received\n",
+          (long) getpid(), ST_RUSTGIL_ENV, st_rustgil_value);
+  (void) gil_foreach_thread_stats(g, st_rustgil_report_thread, &row);
+  if (gil_get_counters(g, &c) == GIL_OK)
+    fprintf(stderr, " lock: %llu acquisitions, %llu switches, %llu drop requests, "
+            "%llu forced switches, %llu preemptions, %llu starvation promotions\n",
+            (unsigned long long) c.acquisitions, (unsigned long long) c.switches,
+            (unsigned long long) c.drop_requests, (unsigned long long) c.forced_switches,
+            (unsigned long long) c.preemptions, (unsigned long long) c.starvation_promotions);
+  if (gil_get_histograms(g, h) == GIL_OK)
+    fprintf(stderr, " waits (us): p50 %.1f, p99 %.1f, p99.9 %.1f, max %.1f;"
+            " holds (us): p50 %.1f, p99 %.1f, max %.1f\n",
+            st_rustgil_quantile_us(h->wait_fine, 0.5), st_rustgil_quantile_us(h->wait_fine, 0.99),
+            st_rustgil_quantile_us(h->wait_fine, 0.999), st_rustgil_quantile_us(h->wait_fine, 1.0),
+            st_rustgil_quantile_us(h->hold_fine, 0.5), st_rustgil_quantile_us(h->hold_fine, 0.99),
+            st_rustgil_quantile_us(h->hold_fine, 1.0));
+  free(h);
+}
+
 /* The observers OCAML_RUST_GIL asks for (stats=, trace=), on domain 0's
    lock; in a fork child a trace starts only if its name has %p. */
 static void st_rustgil_start_observers(gil_t *g, int child)
@@ -124,6 +189,12 @@ static void st_rustgil_start_observers(gil_t *g, int child)
     fprintf(stderr, "ocaml: %s='%s': %s\n", ST_RUSTGIL_ENV, st_rustgil_value, why);
     if (!child) exit(2);
     return;
+  }
+  if (st_rustgil_options.stats && !child) {
+    st_rustgil_check(gil_set_histograms(g, true), "gil_set_histograms");
+    st_rustgil_counted = g;
+    st_rustgil_counted_pid = getpid();
+    atexit(st_rustgil_report);
   }
   if (st_rustgil_trace_path[0] == '\0') return;
   st_rustgil_traced = g;

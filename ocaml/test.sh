@@ -85,6 +85,14 @@ grep 'GIL policy priority-lazy, pid' "$trace" >/dev/null || die "the trace's tit
 grep -E '^ lock: [1-9][0-9]* acquisitions' <<<"$out" >/dev/null || die "stats=1: no lock counters: $out"
 grep -E '^ waits \(us\): p50 [0-9.]+, p99' <<<"$out" >/dev/null || die "stats=1: no wait quantiles: $out"
 [ "$(grep -cE '^ +[0-9]+ +[01] +[0-9]+ ' <<<"$out")" -ge 4 ] || die "stats=1: fewer thread rows than the smoke test's threads: $out"
+grep 'switch interval 2000 us$' <<<"$out" >/dev/null || die "interval_us=2000 is not the lock's interval: $out"
+
+say "the switch interval: OCaml's 50 ms under classic, 5 ms under the other presets"
+for case in classic:50000 priority:5000 lazy:5000 monitor:5000 priority-lazy-monitor:5000 classic,interval_us=700:700; do
+    policy=${case%:*} want=${case##*:}
+    out=$(OCAML_RUST_GIL="$policy,stats=1" "$work/smoke.opt" 2>&1) || die "smoke.opt under $policy,stats=1 failed: $out"
+    grep "switch interval $want us\$" <<<"$out" >/dev/null || die "$policy: the interval is not $want us: $(grep 'rust-gil stats' <<<"$out")"
+done
 
 # ---- 2. the smoke test under every preset ----------------------------------
 for policy in "${presets[@]}"; do

@@ -22,8 +22,9 @@
  *     at its next poll (caml_thread_interrupt_hook, thread_yield);
  *   - the policy is a library preset with options, from OCAML_RUST_GIL
  *     (the library's grammar, gil_config_parse); unset or empty: priority.
- *     The switch interval is OCaml's own 50 ms unless interval_us= says
- *     otherwise. A bad value ends start-up naming it (exit status 2).
+ *     The switch interval, unless interval_us= says otherwise: OCaml's
+ *     own 50 ms under classic (OCaml's scheduling), the library's 5 ms
+ *     under the other presets (ocaml/README.md says why). A bad value ends start-up naming it (exit status 2).
  */
 
 #include <gil.h>
@@ -34,9 +35,9 @@
 
 #include "caml/version.h"
 
-/* OCaml's tick (Thread_timeout in st_stubs.c), the interval every preset
+/* OCaml's tick (Thread_timeout in st_stubs.c), the interval classic
    starts with here. */
-#define ST_RUSTGIL_INTERVAL_US 50000
+#define ST_RUSTGIL_CLASSIC_INTERVAL_US 50000
 #define ST_RUSTGIL_DEFAULT_POLICY "priority"
 #define ST_RUSTGIL_ENV "OCAML_RUST_GIL"
 
@@ -95,8 +96,11 @@ static void st_rustgil_read_config(void)
     fprintf(stderr, "ocaml: %s=%s\n", ST_RUSTGIL_ENV, why);
     exit(2);
   }
-  if (!(st_rustgil_options.given & GIL_OPTION_INTERVAL_US))
-    st_rustgil_config.switch_interval_us = ST_RUSTGIL_INTERVAL_US;
+  /* The classic preset: the classic policy, no lazy release, no monitor. */
+  if (!(st_rustgil_options.given & GIL_OPTION_INTERVAL_US)
+      && st_rustgil_config.policy == GIL_POLICY_CLASSIC
+      && st_rustgil_config.lazy_release_us == 0 && !st_rustgil_config.monitor)
+    st_rustgil_config.switch_interval_us = ST_RUSTGIL_CLASSIC_INTERVAL_US;
 }
 
 static void st_rustgil_write_trace(void)
@@ -151,10 +155,12 @@ static void st_rustgil_report(void)
   gil_histograms_t *h;
   unsigned row = 0;
   if (getpid() != st_rustgil_counted_pid || (h = calloc(1, sizeof *h)) == NULL) return;
+  uint64_t interval_us = 0;
   h->struct_size = sizeof *h;
-  fprintf(stderr, "ocaml: rust-gil stats, pid %ld, %s=%s\n"
+  (void) gil_get_switch_interval(g, &interval_us);
+  fprintf(stderr, "ocaml: rust-gil stats, pid %ld, %s=%s, switch interval %llu us\n"
           " thread alive acquisitions    waits    wait ms    hold ms    call ms  forced  raised  received\n",
-          (long) getpid(), ST_RUSTGIL_ENV, st_rustgil_value);
+          (long) getpid(), ST_RUSTGIL_ENV, st_rustgil_value, (unsigned long long) interval_us);
   (void) gil_foreach_thread_stats(g, st_rustgil_report_thread, &row);
   if (gil_get_counters(g, &c) == GIL_OK)
     fprintf(stderr, " lock: %llu acquisitions, %llu switches, %llu drop requests, "

@@ -2,7 +2,8 @@
 # The project's test command (README): build, every test, the loom models,
 # the C tests of the C ABI and its example, CPython 3.13 built on the lock
 # with its own thread tests (SKIP_CPYTHON=1 skips that part), MicroPython's
-# unix port on the lock with its own test suite (SKIP_MICROPYTHON=1), a smoke run of
+# unix port on the lock with its own test suite (SKIP_MICROPYTHON=1), OCaml
+# 5.3 on the lock with its own thread tests (SKIP_OCAML=1), a smoke run of
 # the main job (gil-bench) and the demo, clippy and rustfmt. CI runs exactly
 # this.
 set -euo pipefail
@@ -56,6 +57,11 @@ fi
 if [ "${SKIP_MICROPYTHON:-0}" != 1 ]; then
     step "MicroPython 1.26 on the lock: build, smoke test, MicroPython's own tests"
     bash micropython/test.sh
+fi
+
+if [ "${SKIP_OCAML:-0}" != 1 ]; then
+    step "OCaml 5.3 on the lock: build, smoke test, OCaml's own thread tests"
+    bash ocaml/test.sh
 fi
 
 step "main job smoke run: a tiny gil-bench sweep, its table and pictures checked"

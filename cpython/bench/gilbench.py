@@ -5,11 +5,19 @@
         --python stock=$STOCK_PYTHON \\
         --python rustgil=$RUSTGIL_PYTHON [--python 'rustgil-x=$RUSTGIL_PYTHON PYTHON_RUST_GIL=x'] \\
         [--spinners 0,1,2] [--repeat 3] [--scenarios echo,pingpong] [--out results.md]
+        [--control NAME | --no-control]
 
 Each interpreter runs the *server* process, which also runs N spinning
 threads (`while True: pass`); the client runs in this process (any Python 3).
 Runs are interleaved (every interpreter once per round), and the table gives
 the median of the rounds and each interpreter's ratio to the first one.
+
+The control, "processes": the same server with no spinning thread, beside N
+spinning *processes* of the same interpreter (--control NAME, default the
+first). They share the CPUs but no lock: what an I/O thread loses there is
+the machine's (the OS scheduler's share), the limit for this machine. The
+table gives each interpreter's ratio to it too (not for cpu and select,
+which have no I/O thread).
 
 Scenarios (N = each --spinners value: spinning threads in the server):
   echo      the convoy-effect report's experiment: 10 MB sent as 640 messages
@@ -31,6 +39,7 @@ Scenarios (N = each --spinners value: spinning threads in the server):
 """
 
 import argparse
+import contextlib
 import os
 import shlex
 import socket
@@ -303,6 +312,20 @@ def udp_ping(interp, n, args, stat):
     return mean if stat == "mean" else p99
 
 
+@contextlib.contextmanager
+def spinner_processes(interp, n):
+    """N processes of INTERP spinning for as long as the block runs."""
+    procs = [subprocess.Popen([interp.path, "-c", "while True: pass"], env=interp.env) for _ in range(n)]
+    try:
+        if procs:
+            time.sleep(0.2)  # as long as a server's spinners get to start
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 def probe(interp, code, *argv):
     out = subprocess.run([interp.path, "-c", code, *map(str, argv)], env=interp.env, capture_output=True,
                          text=True, timeout=300)
@@ -336,6 +359,9 @@ def main():
     p.add_argument("--scenarios", default="echo,pingpong")
     p.add_argument("--seconds", type=float, default=2.0, help="duration of one ping-pong run")
     p.add_argument("--out", help="also write the table (Markdown) to this file")
+    p.add_argument("--control", metavar="NAME",
+                   help="the interpreter whose server runs beside spinning processes (default: the first)")
+    p.add_argument("--no-control", action="store_true", help="leave the processes control out")
     args = p.parse_args()
     try:
         spinners = [int(x) for x in args.spinners.split(",")]
@@ -347,41 +373,65 @@ def main():
             p.error(f"unknown scenario {s!r}; known: {', '.join([*SCENARIOS, *PROCESS_SCENARIOS])}")
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
+    names = [i.name for i in args.python]
+    if len(set(names)) != len(names):
+        p.error("two --python share a name")
+    if args.no_control and args.control:
+        p.error("--control and --no-control exclude each other")
+    control = None
+    if not args.no_control:
+        if args.control is not None and args.control not in names:
+            p.error(f"--control {args.control!r} names no --python (given: {', '.join(names)})")
+        control = args.python[names.index(args.control) if args.control else 0]
+    CONTROL = "processes"
+    if CONTROL in names:
+        p.error(f"--python {CONTROL!r}: that name is the control's")
 
-    results = {}  # (scenario, spinners, interp) -> [values]
+    def measure(scen, interp, threads):
+        if scen in PROCESS_SCENARIOS:
+            return PROCESS_SCENARIOS[scen][0](interp, threads, args)
+        server = Server(interp, threads)
+        try:
+            return SCENARIOS[scen][0](server, args)
+        finally:
+            server.close()
+
+    results = {}  # (scenario, spinners, name) -> [values]
     for scen in scenarios:
+        controlled = control is not None and scen not in ("cpu", "select")
         for n in spinners:
             for r in range(args.repeat):
                 args.round = r
-                for interp in args.python:
-                    if scen in PROCESS_SCENARIOS:
-                        v = PROCESS_SCENARIOS[scen][0](interp, n, args)
-                    else:
-                        server = Server(interp, n)
-                        try:
-                            v = SCENARIOS[scen][0](server, args)
-                        finally:
-                            server.close()
-                    results.setdefault((scen, n, interp.name), []).append(v)
-                    print(f"  {scen:9} spinners={n} round {r + 1}: {interp.name:12} {v:10.3f}", file=sys.stderr,
+                runs = [(interp.name, interp, n, 0) for interp in args.python]
+                if controlled and n > 0:
+                    runs.append((CONTROL, control, 0, n))
+                for name, interp, threads, procs in runs:
+                    if procs:
+                        # A fresh UDP run: not the cached one of 0 threads.
+                        args.round = (r, "control")
+                    with spinner_processes(interp, procs):
+                        v = measure(scen, interp, threads)
+                    args.round = r
+                    results.setdefault((scen, n, name), []).append(v)
+                    print(f"  {scen:9} spinners={n} round {r + 1}: {name:12} {v:10.3f}", file=sys.stderr,
                           flush=True)
 
-    names = [i.name for i in args.python]
     base = names[0]
-    lines = [
-        f"| scenario | spinners | " + " | ".join(f"{n} (median)" for n in names) + " | "
-        + " | ".join(f"{n} / {base}" for n in names[1:]) + " |",
-        "|---|---:|" + "---:|" * (len(names) * 2 - 1),
-    ]
+    shown = names + ([CONTROL] if control is not None else [])
+    over = [(name, base) for name in names[1:]] + [(name, CONTROL) for name in names if control is not None]
+    cols = ["scenario", "spinners"] + [f"{n} (median)" for n in shown] + [f"{a} / {b}" for a, b in over]
+    lines = ["| " + " | ".join(cols) + " |", "|---|---:|" + "---:|" * (len(cols) - 2)]
     for scen in scenarios:
         label, unit = (SCENARIOS.get(scen) or PROCESS_SCENARIOS[scen])[1:3]
         for n in spinners:
-            med = {name: statistics.median(results[(scen, n, name)]) for name in names}
-            cells = [f"{med[name]:.3f} {unit}" if unit == "s" else f"{med[name]:.0f} {unit}" for name in names]
             if scen == "select" and n != spinners[0]:
                 continue  # one thread: the spinner count does not apply
-            ratios = [f"{med[name] / med[base]:.2f}x" for name in names[1:]]
-            lines.append(f"| {label} | {n} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+            med = {name: statistics.median(vs) for (sc, k, name), vs in results.items() if sc == scen and k == n}
+            cells = [label, str(n)]
+            cells += ["-" if name not in med else f"{med[name]:.3f} {unit}" if unit == "s"
+                      else f"{med[name]:.0f} {unit}" for name in shown]
+            cells += [f"{med[a] / med[b]:.2f}x" if a in med and b in med else "-" for a, b in over]
+            lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     header = (f"{args.repeat} rounds, medians; command: {' '.join(shlex.quote(a) for a in sys.argv)}\n"
               f"machine: {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}\n")

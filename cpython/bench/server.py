@@ -7,6 +7,7 @@
         [--connections 1,10,50,200] [--spinners 0,1,2] [--seconds 5] [--repeat 3] \\
         [--out report.md] [--json raw.json] [--diag] [--trace-dir DIR] [--no-warmup] \\
         [--spinner-sched other|batch|idle] [--external-spinners N]
+        [--control NAME | --no-control]
 
 The server, run by each interpreter under test in a child process, is the
 standard library's http.server.ThreadingHTTPServer (one thread per
@@ -77,9 +78,18 @@ Controls for telling the lock's share of a tail from the OS scheduler's
 N runs N spinning processes (this script's Python, `while True: pass`) beside
 the server for the whole measurement: the same CPU contention with no lock
 shared.
+
+The processes control, in every cell with spinners: "processes" is the
+server of --control NAME (default: the first --python) with no spinning
+thread, run while as many spinning processes of the same interpreter run
+beside it. They take the CPUs as the spinning threads do but share no lock:
+what the server loses there is the machine's, the limit for this machine.
+Every table gives each interpreter's ratio to it beside the ratio to the
+first interpreter (--no-control leaves it out).
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -577,6 +587,31 @@ def one_run(interp, conns, spinners, args, trace_path=None):
                 os.unlink(path)
 
 
+CONTROL = "processes"
+
+
+@contextlib.contextmanager
+def spinner_processes(interp, n):
+    """N processes of INTERP spinning for as long as the block runs."""
+    procs = [subprocess.Popen([interp.path, "-c", "while True: pass"], env=interp.env) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def control_run(interp, conns, spinners, args):
+    """The processes control of one cell: INTERP's server without spinning
+    threads, beside SPINNERS spinning processes of INTERP."""
+    with spinner_processes(interp, spinners):
+        time.sleep(args.idle)  # as long as the spinning threads run alone before the load
+        rec = one_run(interp, conns, 0, args)
+    rec.update(python=CONTROL, spinners=spinners, control_processes=spinners)
+    return rec
+
+
 # ---------------------------------------------------------------------------
 # The report.
 
@@ -603,6 +638,7 @@ def p99_target(p50):
 
 def markdown(results, names, conns_list, spinners_list, args):
     base = names[0]
+    control = CONTROL if CONTROL in names else None
 
     def cells(metric, fmt, note=None):
         rows = []
@@ -619,8 +655,13 @@ def markdown(results, names, conns_list, spinners_list, args):
                         out.append("-")
                         continue
                     text = fmt(v)
+                    ratios = []
                     if n != base and meds[base]:
-                        text += f" ({v / meds[base]:.2f}x)"
+                        ratios.append(f"{v / meds[base]:.2f}x")
+                    if control and n != control and meds.get(control):
+                        ratios.append(f"{v / meds[control]:.2f}x {control}")
+                    if ratios:
+                        text += f" ({', '.join(ratios)})"
                     if note:
                         text += note(c, s, n)
                     out.append(text)
@@ -642,7 +683,9 @@ def markdown(results, names, conns_list, spinners_list, args):
         return f" ⚠{errs} err ({to} timeouts)" if errs else ""
 
     out = []
-    out.append("**Requests per second** (median; ratio to " + base + "):\n")
+    out.append("**Requests per second** (median; ratio to " + base
+               + (f", and to the {control} control (the same spinning work in other processes: "
+                  "the machine's limit)" if control else "") + "):\n")
     out.append(cells("rps", lambda v: f"{v:.0f}", err_note))
     out.append("\n**p50 latency** (wrk, per request):\n")
     out.append(cells("p50", fmt_ms))
@@ -783,6 +826,10 @@ def make_parser(measuring=True):
     p.add_argument("--external-spinners", type=int, default=0, metavar="N",
                    help="also run N spinning processes beside the server for the whole measurement "
                         "(default 0); a control, see above")
+    p.add_argument("--control", metavar="NAME",
+                   help="the interpreter whose server runs beside spinning processes, the processes "
+                        "control (default: the first --python); see above")
+    p.add_argument("--no-control", action="store_true", help="leave the processes control out")
     p.add_argument("--out", help="also write the Markdown report to this file")
     p.add_argument("--json", help="write every run's raw numbers to this file (rewritten after each cell)")
     p.add_argument("--from-json", metavar="FILE",
@@ -856,6 +903,20 @@ def main():
     names = [i.name for i in args.python]
     if len(set(names)) != len(names):
         p.error("--python: every interpreter needs its own NAME")
+    if CONTROL in names:
+        p.error(f"--python {CONTROL}=...: that name is the processes control's")
+    if args.no_control and args.control:
+        p.error("--control and --no-control exclude each other")
+    if args.control is not None and args.control not in names:
+        p.error(f"--control {args.control!r} names no --python (given: {', '.join(names)})")
+    control = None
+    if not args.no_control and any(spinners_list):
+        control = args.python[names.index(args.control) if args.control else 0]
+    described = {i.name: i.describe() for i in args.python}
+    if control is not None:
+        names.append(CONTROL)
+        described[CONTROL] = (f"{control.describe()} with no spinning thread, beside as many spinning "
+                              f"processes of {control.name} as the cell has spinners")
     wrk = shutil.which(args.wrk)
     if wrk is None:
         sys.exit(f"server.py: wrk not found ({args.wrk!r}); install it, e.g. `apt-get install wrk` (Debian/Ubuntu), "
@@ -881,7 +942,7 @@ def main():
         if args.json:
             with open(args.json + ".part", "w") as f:
                 json.dump({"started": started, "argv": sys.argv, "somaxconn": somaxconn,
-                           "interpreters": {i.name: i.describe() for i in args.python},
+                           "interpreters": described,
                            "cpus": os.cpu_count(), "runs": raw}, f, indent=1)
             os.replace(args.json + ".part", args.json)
 
@@ -891,19 +952,22 @@ def main():
         for c in conns_list:
             for s in spinners_list:
                 for r in range(args.repeat):
-                    k = r % len(args.python)
-                    order = args.python[k:] + args.python[:k]
-                    for interp in order:
-                        trace = None
-                        if args.trace_dir:
-                            trace = os.path.join(args.trace_dir, f"{interp.name}-c{c}-s{s}-r{r + 1}.json")
-                        rec = one_run(interp, c, s, args, trace)
+                    runs = list(args.python) + ([None] if control is not None and s else [])
+                    k = r % len(runs)
+                    for interp in runs[k:] + runs[:k]:
+                        if interp is None:
+                            rec = control_run(control, c, s, args)
+                        else:
+                            trace = None
+                            if args.trace_dir:
+                                trace = os.path.join(args.trace_dir, f"{interp.name}-c{c}-s{s}-r{r + 1}.json")
+                            rec = one_run(interp, c, s, args, trace)
                         rec["round"] = r + 1
                         raw.append(rec)
-                        results.setdefault((c, s, interp.name), []).append(rec)
+                        results.setdefault((c, s, rec["python"]), []).append(rec)
                         share = f" spin {rec['spin_share']:.2f}" if rec.get("spin_share") is not None else ""
                         errs = f" errors {rec['errors']}" if rec["errors"] else ""
-                        print(f"  c={c:<3} s={s} round {r + 1}: {interp.name:22} {rec['rps']:8.0f} req/s  "
+                        print(f"  c={c:<3} s={s} round {r + 1}: {rec['python']:22} {rec['rps']:8.0f} req/s  "
                               f"p50 {fmt_ms(rec['p50']):>9}  p99 {fmt_ms(rec['p99']):>9}  "
                               f"p99.9 {fmt_ms(rec['p999']):>9}{share}  CPU wrk {rec['wrk_cpu']:.2f} "
                               f"other {rec.get('other_cpu', float('nan')):.2f}  "
@@ -917,7 +981,7 @@ def main():
         save_json()
 
     report = report_text(results, names, conns_list, spinners_list, args, sys.argv, started,
-                         {i.name: i.describe() for i in args.python}, somaxconn)
+                         described, somaxconn)
     print(report)
     if args.out:
         with open(args.out, "w") as f:

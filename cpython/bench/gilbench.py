@@ -408,7 +408,7 @@ def main():
                 for name, interp, threads, procs in runs:
                     if procs:
                         # A fresh UDP run: not the cached one of 0 threads.
-                        args.round = (r, "control")
+                        args.round = (r, "control", procs)
                     with spinner_processes(interp, procs):
                         v = measure(scen, interp, threads)
                     args.round = r

@@ -82,7 +82,8 @@ shared.
 The processes control, in every cell with spinners: "processes" is the
 server of --control NAME (default: the first --python) with no spinning
 thread, run while as many spinning processes of the same interpreter run
-beside it. They take the CPUs as the spinning threads do but share no lock:
+beside it (under --spinner-sched's policy too). They take the CPUs as the
+spinning threads do but share no lock:
 what the server loses there is the machine's, the limit for this machine.
 Every table gives each interpreter's ratio to it beside the ratio to the
 first interpreter (--no-control leaves it out).
@@ -590,11 +591,17 @@ def one_run(interp, conns, spinners, args, trace_path=None):
 CONTROL = "processes"
 
 
+SCHED_POLICIES = {"other": os.SCHED_OTHER, "batch": os.SCHED_BATCH, "idle": os.SCHED_IDLE}
+
+
 @contextlib.contextmanager
-def spinner_processes(interp, n):
-    """N processes of INTERP spinning for as long as the block runs."""
+def spinner_processes(interp, n, sched="other"):
+    """N processes of INTERP spinning for as long as the block runs, under
+    the Linux scheduling policy SCHED (as --spinner-sched sets the threads')."""
     procs = [subprocess.Popen([interp.path, "-c", "while True: pass"], env=interp.env) for _ in range(n)]
     try:
+        for proc in procs:
+            os.sched_setscheduler(proc.pid, SCHED_POLICIES[sched], os.sched_param(0))
         yield
     finally:
         for proc in procs:
@@ -605,7 +612,7 @@ def spinner_processes(interp, n):
 def control_run(interp, conns, spinners, args):
     """The processes control of one cell: INTERP's server without spinning
     threads, beside SPINNERS spinning processes of INTERP."""
-    with spinner_processes(interp, spinners):
+    with spinner_processes(interp, spinners, args.spinner_sched):
         time.sleep(args.idle)  # as long as the spinning threads run alone before the load
         rec = one_run(interp, conns, 0, args)
     rec.update(python=CONTROL, spinners=spinners, control_processes=spinners)

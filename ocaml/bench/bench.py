@@ -4,9 +4,10 @@
     python3 ocaml/bench/bench.py [--rounds N] [--mbytes M] [--pings N]
                                  [--cpu-seconds S] [--policies "P ..."] [--out DIR]
 
-Builds OCaml 5.3 stock and on the lock (ocaml/build.sh --stock), compiles
-echo.ml and cpu.ml with each, then runs in every round, one variant after
-the other:
+Builds OCaml 5.3 stock and on the lock (ocaml/build.sh --stock; about 10
+minutes the first time), compiles echo.ml and cpu.ml with each, then runs
+in every round, one variant after the other (the order rotated each
+round):
 
   - echo beside 0, 1 and 2 CPU-bound threads: the time to send M MB in
     16 KiB messages and read them back, and 100-byte round trips (p50,
@@ -17,7 +18,8 @@ the other:
     least-served thread's laps over the most-served one's).
 
 Prints Markdown tables of the medians over the rounds (and each cell's
-spread, min-max) and writes every raw figure to DIR/raw.json. Last, one
+spread, min-max) and writes every raw figure to DIR/raw.json (after each
+round, so a failed run keeps the rounds before it). Last, one
 bulk echo beside one CPU thread under classic and under priority with
 stats=1: the lock's own accounting of where the waits were.
 """
@@ -64,7 +66,7 @@ def compile_with(prefix, name, workdir):
     return exes
 
 
-def run(cmd, policy=None, spinners=0, spin_exe=None):
+def run(cmd, policy=None, spinners=0, spin_exe=None, timeout=900):
     env = dict(os.environ)
     env.pop("OCAML_RUST_GIL", None)
     if policy:
@@ -74,7 +76,7 @@ def run(cmd, policy=None, spinners=0, spin_exe=None):
         if procs:
             time.sleep(0.05)
         out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True,
-                             timeout=900, check=True).stdout
+                             timeout=timeout, check=True).stdout
     finally:
         for p in procs:
             p.kill()
@@ -117,21 +119,32 @@ def main():
     variants += [(p, lock, p, False) for p in policies]
     raw = {"echo": {}, "cpu": {}, "machine": os.uname().nodename,
            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    # Stock OCaml's convoy costs 6-10 s per MB and 0.1-0.2 s per round trip
+    # at worst (two CPU threads): a run's time limit grows with both.
+    limit = 300 + 20 * a.mbytes + a.pings // 2
+
+    def save():
+        with open(os.path.join(a.out, "raw.json"), "w") as f:
+            json.dump(raw, f, indent=1)
+
     for r in range(a.rounds):
         print(f"round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
+        # Every variant once per round, the order rotated each round.
+        k = r % len(variants)
+        order = variants[k:] + variants[:k]
         for cpu in (0, 1, 2):
-            for name, exes, policy, as_procs in variants:
+            for name, exes, policy, as_procs in order:
                 if as_procs and cpu == 0:
                     continue
                 threads, procs = (0, cpu) if as_procs else (cpu, 0)
-                b = run([exes["echo"], "bulk", str(threads), str(a.mbytes)], policy, procs, stock["echo"])
-                p = run([exes["echo"], "pingpong", str(threads), str(a.pings)], policy, procs, stock["echo"])
+                b = run([exes["echo"], "bulk", str(threads), str(a.mbytes)], policy, procs, stock["echo"], limit)
+                p = run([exes["echo"], "pingpong", str(threads), str(a.pings)], policy, procs, stock["echo"], limit)
                 cell = raw["echo"].setdefault(f"{name}/{cpu}", {"bulk_s": [], "p50_us": [], "p99_us": []})
                 cell["bulk_s"].append(float(b["seconds"]))
                 cell["p50_us"].append(float(p["p50_us"]))
                 cell["p99_us"].append(float(p["p99_us"]))
         for n in (1, 2, 3, 4):
-            for name, exes, policy, as_procs in variants:
+            for name, exes, policy, as_procs in order:
                 if as_procs:
                     continue
                 c = run([exes["cpu"], str(n), str(a.cpu_seconds)], policy)
@@ -139,8 +152,7 @@ def main():
                 cell = raw["cpu"].setdefault(f"{name}/{n}", {"laps_per_s": [], "fairness": []})
                 cell["laps_per_s"].append(float(c["laps_per_s"]))
                 cell["fairness"].append(min(laps) / max(laps) if max(laps) else 0.0)
-    with open(os.path.join(a.out, "raw.json"), "w") as f:
-        json.dump(raw, f, indent=1)
+        save()
 
     med = statistics.median
     print(f"\nOCaml 5.3, {raw['cpus']} CPUs, {raw['date']}, {a.rounds} rounds "
@@ -179,7 +191,7 @@ def main():
     for policy in ("classic", "priority"):
         env = dict(os.environ, OCAML_RUST_GIL=f"{policy},stats=1")
         out = subprocess.run([lock["echo"], "bulk", "1", str(a.mbytes)], env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900, check=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=limit, check=True)
         print(f"\n`OCAML_RUST_GIL={policy},stats=1 echo.exe bulk 1 {a.mbytes}`:\n\n```\n"
               f"{out.stdout.strip()}\n{out.stderr.strip()}\n```")
 

@@ -19,6 +19,10 @@ die() { printf 'ocaml/test.sh: %s\n' "$*" >&2; exit 1; }
 
 presets=(classic priority lazy priority-lazy monitor priority-monitor priority-lazy-monitor)
 read -r -a policies <<<"${RUSTGIL_OCAML_POLICIES:-${presets[*]}}"
+# Each preset's suites write files named after it: a preset named twice
+# would run into its own files.
+[ "$(printf '%s\n' "${policies[@]}" | sort | uniq -d)" = "" ] \
+    || die "RUSTGIL_OCAML_POLICIES names a preset twice: ${policies[*]}"
 
 build_out=$(bash "$repo/ocaml/build.sh") || die "ocaml/build.sh failed"
 printf '%s\n' "$build_out" | grep -v '^OCAML_' || true
@@ -141,10 +145,10 @@ for policy in "${policies[@]}"; do
             printf '%s\n' "$known" | grep -xF -- "$dir/$t" >/dev/null || unexpected="$unexpected $t"
         done
         [ -z "$unexpected" ] || { tail -n 40 "$log" >&2; die "$dir under $policy: failed:$unexpected"; }
-        summary=$(grep -E '^ +[0-9]+ tests (passed|failed|skipped)' "$log" | tr -s ' ' | paste -sd, -)
+        summary=$(grep -E '^ +[0-9]+ tests (passed|failed|skipped)' "$log" | tr -s ' ' | paste -sd, - || true)
         [ -n "$summary" ] || { tail -n 40 "$log" >&2; die "$dir under $policy: no summary from ocamltest"; }
         grep -E '^ +0 unexpected errors' "$log" >/dev/null || { tail -n 40 "$log" >&2; die "$dir under $policy: unexpected errors"; }
-        passed=$(grep -E '^ +[0-9]+ tests passed' "$log" | awk '{ print $1 }')
+        passed=$(grep -E '^ +[0-9]+ tests passed' "$log" | awk '{ print $1 }' || true)
         [ "${passed:-0}" -gt 0 ] || { tail -n 40 "$log" >&2; die "$dir under $policy: no test passed"; }
         say "$dir under $policy:$summary"
     done

@@ -595,10 +595,10 @@ SCHED_POLICIES = {"other": os.SCHED_OTHER, "batch": os.SCHED_BATCH, "idle": os.S
 
 
 @contextlib.contextmanager
-def spinner_processes(interp, n, sched="other"):
-    """N processes of INTERP spinning for as long as the block runs, under
+def spinner_processes(python, n, sched="other", env=None):
+    """N processes of PYTHON spinning for as long as the block runs, under
     the Linux scheduling policy SCHED (as --spinner-sched sets the threads')."""
-    procs = [subprocess.Popen([interp.path, "-c", "while True: pass"], env=interp.env) for _ in range(n)]
+    procs = [subprocess.Popen([python, "-c", "while True: pass"], env=env) for _ in range(n)]
     try:
         for proc in procs:
             os.sched_setscheduler(proc.pid, SCHED_POLICIES[sched], os.sched_param(0))
@@ -612,7 +612,7 @@ def spinner_processes(interp, n, sched="other"):
 def control_run(interp, conns, spinners, args):
     """The processes control of one cell: INTERP's server without spinning
     threads, beside SPINNERS spinning processes of INTERP."""
-    with spinner_processes(interp, spinners, args.spinner_sched):
+    with spinner_processes(interp.path, spinners, args.spinner_sched, interp.env):
         time.sleep(args.idle)  # as long as the spinning threads run alone before the load
         rec = one_run(interp, conns, 0, args)
     rec.update(python=CONTROL, spinners=spinners, control_processes=spinners)
@@ -953,8 +953,8 @@ def main():
                            "cpus": os.cpu_count(), "runs": raw}, f, indent=1)
             os.replace(args.json + ".part", args.json)
 
-    outside = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-               for _ in range(args.external_spinners)]
+    outside = contextlib.ExitStack()
+    outside.enter_context(spinner_processes(sys.executable, args.external_spinners))
     try:
         for c in conns_list:
             for s in spinners_list:
@@ -982,9 +982,7 @@ def main():
                               file=sys.stderr, flush=True)
                 save_json()
     finally:
-        for proc in outside:
-            proc.kill()
-            proc.wait()
+        outside.close()
         save_json()
 
     report = report_text(results, names, conns_list, spinners_list, args, sys.argv, started,

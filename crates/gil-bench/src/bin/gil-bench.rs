@@ -49,7 +49,10 @@ every policy, and prints I/O round trips/s, latency and CPU work/s.
   --interval-us US     switch interval (default 5000, CPython's)
   --laps N             bound on laps for every policy (GilConfig::laps;
                        default 0: none; at most 16)
-  --peer-delay-us US   the echo peer's think time (default 0: at once)
+  --peer-delay-us US   the echo peer's think time (default 100, as a network
+                       peer: long enough for a CPU thread to take the lock
+                       while the I/O thread waits; 0: at once, which lets
+                       the reply win that race on an idle machine)
   --trace-ms MS        timeline window per policy (default 30; 0: no pictures)
   --trace-cpu N        CPU threads in the traced run (default 2; must be in --cpu);
                        the traced run has the first --io-threads count
@@ -61,6 +64,14 @@ every policy, and prints I/O round trips/s, latency and CPU work/s.
                        hand-offs/s and context switches per hand-off
   --waiters LIST       waiting-thread counts for --scale, 1-1024
                        (default 1,4,16,64,256)";
+
+/// The echo peer's default think time, in microseconds: a network peer's
+/// answer takes at least this long, so a CPU thread waiting for the lock
+/// takes it while the I/O thread waits for the answer, and the convoy (or
+/// its absence) shows on every run. With 0 the answer can arrive before a
+/// sleeping waiter wakes, and whether the convoy shows depends on the
+/// machine's load.
+const DEFAULT_PEER_DELAY_US: u64 = 100;
 
 /// The most I/O threads, or waiting threads, a command line may ask for.
 const MAX_THREADS: usize = 1024;
@@ -106,7 +117,7 @@ fn parse_args() -> Result<Args, String> {
         policies: gil_core::PRESETS.to_vec(),
         interval_us: gil_core::DEFAULT_SWITCH_INTERVAL_US,
         laps: 0,
-        peer_delay_us: 0,
+        peer_delay_us: DEFAULT_PEER_DELAY_US,
         trace_ms: 30,
         trace_cpu: 2,
         out: PathBuf::from("target/gil-bench"),

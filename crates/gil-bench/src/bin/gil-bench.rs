@@ -38,6 +38,9 @@ around each write and read) beside 0..N CPU-bound threads on one lock, for
 every policy, and prints I/O round trips/s, latency and CPU work/s.
 
   --seconds S          length of each run (default 1.5; 1 with --scale)
+  --rounds N           runs of every cell, interleaved (every cell once per
+                       round); the table gives each figure's median and
+                       the round trips' spread, min-max (default 3, 1-20)
   --cpu LIST           CPU-thread counts, comma-separated (default 0,1,2,4);
                        --cpu-threads is the same
   --io-threads LIST    I/O-thread counts, comma-separated, 1-1024 (default 1);
@@ -78,6 +81,7 @@ const MAX_THREADS: usize = 1024;
 
 struct Args {
     seconds: f64,
+    rounds: usize,
     cpu: Vec<usize>,
     io_threads: Vec<usize>,
     io_work: u32,
@@ -111,6 +115,7 @@ fn count_list(flag: &str, v: &str, range: std::ops::RangeInclusive<usize>) -> Re
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         seconds: 1.5,
+        rounds: 3,
         cpu: vec![0, 1, 2, 4],
         io_threads: vec![1],
         io_work: 0,
@@ -134,6 +139,7 @@ fn parse_args() -> Result<Args, String> {
         if matches!(
             flag.as_str(),
             "--cpu"
+                | "--rounds"
                 | "--cpu-threads"
                 | "--io-threads"
                 | "--io-work-units"
@@ -153,6 +159,14 @@ fn parse_args() -> Result<Args, String> {
                 seconds_given = true;
             }
             "--cpu" | "--cpu-threads" => args.cpu = count_list(&flag, &value()?, 0..=64)?,
+            "--rounds" => {
+                let v = value()?;
+                args.rounds = count_list(&flag, &v, 1..=20)?
+                    .into_iter()
+                    .next()
+                    .filter(|_| !v.contains(','))
+                    .ok_or_else(|| format!("--rounds {v}: one number, 1 to 20"))?;
+            }
             "--io-threads" => args.io_threads = count_list(&flag, &value()?, 1..=MAX_THREADS)?,
             "--io-work-units" => {
                 let v = value()?;
@@ -235,6 +249,49 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// One run's figures, kept for the medians over the rounds.
+#[derive(Clone)]
+struct Sample {
+    rate: f64,
+    p50: Option<Duration>,
+    p99: Option<Duration>,
+    p999: Option<Duration>,
+    fair: Option<sim::Fairness>,
+    cpu_work: f64,
+}
+
+impl Sample {
+    fn of(o: &Outcome) -> Sample {
+        Sample {
+            rate: o.round_trips_per_s(),
+            p50: o.round_trip_quantile(0.5),
+            p99: o.round_trip_quantile(0.99),
+            p999: o.round_trip_quantile(0.999),
+            fair: o.io_fairness(),
+            cpu_work: o.cpu_units_per_s(),
+        }
+    }
+}
+
+/// The median (the mean of the middle two for an even count); `None` if empty.
+fn median(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = xs.collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+fn min_max(xs: impl Iterator<Item = f64>) -> (f64, f64) {
+    xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)))
+}
+
 fn micros(d: Option<Duration>) -> String {
     d.map_or_else(|| "-".into(), |d| format!("{:.0} µs", d.as_secs_f64() * 1e6))
 }
@@ -307,13 +364,22 @@ fn sweep(args: &Args) -> Result<(), String> {
     };
     let header = format!(
         "{io_who} ({}-byte round trips over a socket pair, peer answers after {} µs{handling}) beside N \
-         CPU-bound threads (work units of ~1 µs); switch interval {} µs{}; {} s per run; {} CPUs.",
+         CPU-bound threads (work units of ~1 µs); switch interval {} µs{}; {} s per run; {} CPUs. {}",
         64,
         args.peer_delay_us,
         args.interval_us,
         laps_note(args),
         args.seconds,
-        cpus
+        cpus,
+        if args.rounds > 1 {
+            format!(
+                "{} rounds, every cell once per round: medians, round trips/s with their min-max; \
+                 \"~\": the rounds overlap those without CPU threads (within the noise).",
+                args.rounds
+            )
+        } else {
+            "One round.".to_string()
+        }
     );
     println!("{header}\n");
     let mut table = String::new();
@@ -334,64 +400,109 @@ fn sweep(args: &Args) -> Result<(), String> {
     print!("{table}");
     let started = Instant::now();
     let mut pictures = Vec::new();
+    // Every cell once per round, in the same order, so that a slow stretch
+    // of the machine falls on every cell alike.
+    let mut cells: Vec<(&'static str, usize, usize)> = Vec::new();
     for &policy in &args.policies {
-        for (k, &io) in args.io_threads.iter().enumerate() {
-            let mut unloaded: Option<f64> = None;
+        for &io in &args.io_threads {
             for &n in &args.cpu {
-                let mut s = Scenario::new(config(policy, args)?, n, Duration::from_secs_f64(args.seconds));
-                s.io_threads = io;
-                s.io_work = args.io_work;
-                s.peer_delay = Duration::from_micros(args.peer_delay_us);
-                if args.trace_ms > 0 && n == args.trace_cpu && k == 0 {
-                    s.trace = Some(Duration::from_millis(args.trace_ms));
-                    let who = if io == 1 {
-                        "1 I/O thread".to_string()
-                    } else {
-                        format!("{io} I/O threads")
-                    };
-                    s.title = format!(
-                        "{policy}: {who} + {n} CPU threads, switch interval {} µs",
-                        args.interval_us
-                    );
-                }
-                let o: Outcome =
-                    sim::run(&s).map_err(|e| format!("{policy} with {io} I/O threads and {n} CPU threads: {e}"))?;
-                let rate = o.round_trips_per_s();
-                if n == 0 {
-                    unloaded = Some(rate);
-                }
-                let vs = unloaded.map_or_else(|| "-".into(), |u| format!("{:.2}x", rate / u));
-                let cpu_work = if n == 0 {
-                    "-".into()
+                cells.push((policy, io, n));
+            }
+        }
+    }
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); cells.len()];
+    for round in 0..args.rounds {
+        for (c, &(policy, io, n)) in cells.iter().enumerate() {
+            let mut s = Scenario::new(config(policy, args)?, n, Duration::from_secs_f64(args.seconds));
+            s.io_threads = io;
+            s.io_work = args.io_work;
+            s.peer_delay = Duration::from_micros(args.peer_delay_us);
+            if round == 0 && args.trace_ms > 0 && n == args.trace_cpu && io == args.io_threads[0] {
+                s.trace = Some(Duration::from_millis(args.trace_ms));
+                let who = if io == 1 {
+                    "1 I/O thread".to_string()
                 } else {
-                    format!("{:.2}", o.cpu_units_per_s() / 1e6)
+                    format!("{io} I/O threads")
                 };
-                let (p50, p99) = (micros(o.round_trip_quantile(0.5)), micros(o.round_trip_quantile(0.99)));
-                let line = if many {
-                    let fair = o
-                        .io_fairness()
-                        .map_or_else(|| "-".into(), |f| format!("{}-{} ({:.2})", f.min, f.max, f.cv));
-                    format!(
-                        "| {policy} | {io} | {n} | {rate:.0} | {vs} | {p50} | {p99} | {} | {fair} | {cpu_work} |\n",
-                        micros(o.round_trip_quantile(0.999)),
-                    )
-                } else {
-                    format!("| {policy} | {n} | {rate:.0} | {vs} | {p50} | {p99} | {cpu_work} |\n")
-                };
-                print!("{line}");
-                table.push_str(&line);
-                if let Some(trace) = &o.trace {
-                    for ext in ["svg", "json"] {
-                        let path = args.out.join(format!("timeline-{policy}.{ext}"));
-                        let format = TraceFormat::from_path(&path).expect("svg and json are formats");
-                        trace
-                            .write_to(&path, format)
-                            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                        pictures.push(path);
-                    }
+                s.title = format!(
+                    "{policy}: {who} + {n} CPU threads, switch interval {} µs",
+                    args.interval_us
+                );
+            }
+            let o: Outcome =
+                sim::run(&s).map_err(|e| format!("{policy} with {io} I/O threads and {n} CPU threads: {e}"))?;
+            if args.rounds > 1 {
+                eprintln!(
+                    "  round {}/{}: {policy}, {io} I/O, {n} CPU threads: {:.0} round trips/s",
+                    round + 1,
+                    args.rounds,
+                    o.round_trips_per_s()
+                );
+            }
+            samples[c].push(Sample::of(&o));
+            if let Some(trace) = &o.trace {
+                for ext in ["svg", "json"] {
+                    let path = args.out.join(format!("timeline-{policy}.{ext}"));
+                    let format = TraceFormat::from_path(&path).expect("svg and json are formats");
+                    trace
+                        .write_to(&path, format)
+                        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                    pictures.push(path);
                 }
             }
         }
+    }
+    for (c, &(policy, io, n)) in cells.iter().enumerate() {
+        let runs = &samples[c];
+        let alone = cells
+            .iter()
+            .position(|&(p, i, k)| p == policy && i == io && k == 0)
+            .map(|u| &samples[u]);
+        let rate = median(runs.iter().map(|r| r.rate)).unwrap_or(0.0);
+        let spread = if runs.len() > 1 {
+            let (lo, hi) = min_max(runs.iter().map(|r| r.rate));
+            format!(" ({lo:.0}-{hi:.0})")
+        } else {
+            String::new()
+        };
+        let vs = match alone {
+            Some(alone) if n > 0 => {
+                let base = median(alone.iter().map(|r| r.rate)).unwrap_or(0.0);
+                // Marked when the rounds of the two cells overlap: the
+                // difference is within the machine's noise.
+                let (lo, hi) = min_max(runs.iter().map(|r| r.rate));
+                let (alo, ahi) = min_max(alone.iter().map(|r| r.rate));
+                let within = runs.len() > 1 && lo <= ahi && alo <= hi;
+                format!("{:.2}x{}", rate / base, if within { " ~" } else { "" })
+            }
+            Some(_) => "1.00x".into(),
+            None => "-".into(),
+        };
+        let cpu_work = if n == 0 {
+            "-".into()
+        } else {
+            format!("{:.2}", median(runs.iter().map(|r| r.cpu_work)).unwrap_or(0.0) / 1e6)
+        };
+        let quantile = |f: fn(&Sample) -> Option<Duration>| {
+            micros(median(runs.iter().filter_map(f).map(|d| d.as_secs_f64())).map(Duration::from_secs_f64))
+        };
+        let (p50, p99) = (quantile(|r| r.p50), quantile(|r| r.p99));
+        let line = if many {
+            // Fairness from the round of the median rate.
+            let mid = runs
+                .iter()
+                .min_by(|a, b| (a.rate - rate).abs().total_cmp(&(b.rate - rate).abs()))
+                .and_then(|r| r.fair);
+            let fair = mid.map_or_else(|| "-".into(), |f| format!("{}-{} ({:.2})", f.min, f.max, f.cv));
+            format!(
+                "| {policy} | {io} | {n} | {rate:.0}{spread} | {vs} | {p50} | {p99} | {} | {fair} | {cpu_work} |\n",
+                quantile(|r| r.p999),
+            )
+        } else {
+            format!("| {policy} | {n} | {rate:.0}{spread} | {vs} | {p50} | {p99} | {cpu_work} |\n")
+        };
+        print!("{line}");
+        table.push_str(&line);
     }
     write_report(args, "sweep.md", &header, &table, started)?;
     if !pictures.is_empty() {
@@ -450,4 +561,22 @@ fn scale_sweep(args: &Args) -> Result<(), String> {
         }
     }
     write_report(args, "scale.md", &header, &table, started)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{median, min_max};
+
+    #[test]
+    fn median_is_the_middle_or_the_mean_of_the_middle_two() {
+        assert_eq!(median([3.0, 1.0, 2.0].into_iter()), Some(2.0));
+        assert_eq!(median([4.0, 1.0, 3.0, 2.0].into_iter()), Some(2.5));
+        assert_eq!(median([7.0].into_iter()), Some(7.0));
+        assert_eq!(median(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn min_max_spans_every_value() {
+        assert_eq!(min_max([5.0, -1.0, 3.0].into_iter()), (-1.0, 5.0));
+    }
 }

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use gil_core::trace::{Trace, Tracer};
 use gil_core::{Counters, Gil, GilConfig, ReleaseReason, Token};
 
-use crate::workload::{gil_cpu_thread, stamp, work_unit, EchoPeer, ExclusiveCounter};
+use crate::workload::{free_cpu_thread, gil_cpu_thread, stamp, work_unit, EchoPeer, ExclusiveCounter};
 
 /// The most I/O threads a scenario may have: their tokens (1 to this) stay
 /// below the CPU threads' ([`cpu_token`]).
@@ -59,6 +59,10 @@ pub struct Scenario {
     pub config: GilConfig,
     /// CPU-bound threads beside the I/O threads.
     pub cpu_threads: usize,
+    /// Whether the CPU threads take the lock (true) or, as the control, do
+    /// the same work without it, as separate processes would: then they
+    /// share only the CPUs with the I/O threads.
+    pub cpu_take_lock: bool,
     /// I/O threads, each with its own peer and socket pair (1 to
     /// [`MAX_IO_THREADS`]).
     pub io_threads: usize,
@@ -85,6 +89,7 @@ impl Scenario {
         Scenario {
             config,
             cpu_threads,
+            cpu_take_lock: true,
             io_threads: 1,
             io_work: 0,
             duration,
@@ -263,6 +268,7 @@ pub fn run(scenario: &Scenario) -> io::Result<Outcome> {
             })?;
         io_threads.push((handle, peer));
     }
+    let take_lock = scenario.cpu_take_lock;
     let cpu: Vec<JoinHandle<u64>> = (0..scenario.cpu_threads)
         .map(|i| {
             let (gil, shared, stop, start) = (gil.clone(), shared.clone(), stop.clone(), start.clone());
@@ -270,7 +276,11 @@ pub fn run(scenario: &Scenario) -> io::Result<Outcome> {
                 .name(format!("sim-cpu-{}", i + 1))
                 .spawn(move || {
                     start.wait();
-                    gil_cpu_thread(&gil, cpu_token(i), &shared, |_| !stop.load(Relaxed))
+                    if take_lock {
+                        gil_cpu_thread(&gil, cpu_token(i), &shared, |_| !stop.load(Relaxed))
+                    } else {
+                        free_cpu_thread(cpu_token(i), |_| !stop.load(Relaxed))
+                    }
                 })
         })
         .collect::<io::Result<_>>()?;
@@ -333,9 +343,9 @@ pub fn run(scenario: &Scenario) -> io::Result<Outcome> {
         io_units += units;
         round_trips.extend(times);
     }
-    // Bumped once per round trip and once per unit, always under the lock.
+    // Bumped once per round trip and once per unit done under the lock.
     let bumps = shared.take();
-    let expected = round_trips.len() as u64 + io_units + cpu_units;
+    let expected = round_trips.len() as u64 + io_units + if take_lock { cpu_units } else { 0 };
     if bumps != expected {
         return Err(io::Error::other(format!(
             "mutual exclusion broken: {bumps} bumps under the lock, {expected} expected"
@@ -459,6 +469,20 @@ mod tests {
         for name in ["I/O thread 1", "I/O thread 2", "I/O thread 3", "CPU thread 1"] {
             assert!(names.contains(&name), "the trace does not name {name:?}: {names:?}");
         }
+    }
+
+    #[test]
+    fn in_the_control_the_cpu_threads_work_without_the_lock() {
+        // Timing-free: what is checked is who took the lock, not how fast.
+        let mut s = Scenario::new(GilConfig::new(), 2, Duration::from_millis(200));
+        s.cpu_take_lock = false;
+        let o = run(&s).unwrap();
+        assert!(o.cpu_units > 0, "the CPU threads did no work");
+        assert!(!o.round_trips.is_empty(), "the I/O thread made no round trip");
+        // Only the I/O thread ever held the lock (its first acquisition is
+        // the one switch), so it never had to ask for it.
+        assert_eq!(o.counters.switches, 1, "another thread took the lock");
+        assert_eq!(o.counters.drop_requests, 0, "someone waited for the lock");
     }
 
     #[test]

@@ -76,6 +76,20 @@ pub fn gil_cpu_thread(gil: &Gil, me: Token, shared: &ExclusiveCounter, mut more:
     done
 }
 
+/// The control's CPU-bound thread: the same work units, without the lock,
+/// as a separate process would do them (it shares the CPUs, not the lock).
+/// Returns the units done.
+pub fn free_cpu_thread(me: Token, mut more: impl FnMut(u64) -> bool) -> u64 {
+    let mut done = 0;
+    let mut seed = me.get() as u64;
+    while more(done) {
+        seed = work_unit(seed);
+        done += 1;
+    }
+    std::hint::black_box(seed);
+    done
+}
+
 // ---- I/O ------------------------------------------------------------------------
 
 /// The other end of an I/O thread's socket: a thread that does not use any

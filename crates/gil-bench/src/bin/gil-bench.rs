@@ -41,6 +41,11 @@ every policy, and prints I/O round trips/s, latency and CPU work/s.
   --rounds N           runs of every cell, interleaved (every cell once per
                        round); the table gives each figure's median and
                        the round trips' spread, min-max (default 3, 1-20)
+  --no-control         leave out the control: the same CPU threads doing
+                       their work without the lock (as separate processes
+                       would), which shows what is the CPUs' share and what
+                       the lock's; its rows are 'control', and each policy's
+                       round trips/s over it are 'vs control'
   --cpu LIST           CPU-thread counts, comma-separated (default 0,1,2,4);
                        --cpu-threads is the same
   --io-threads LIST    I/O-thread counts, comma-separated, 1-1024 (default 1);
@@ -76,12 +81,16 @@ every policy, and prints I/O round trips/s, latency and CPU work/s.
 /// machine's load.
 const DEFAULT_PEER_DELAY_US: u64 = 100;
 
+/// The control's rows: the CPU threads do their work without the lock.
+const CONTROL: &str = "control";
+
 /// The most I/O threads, or waiting threads, a command line may ask for.
 const MAX_THREADS: usize = 1024;
 
 struct Args {
     seconds: f64,
     rounds: usize,
+    control: bool,
     cpu: Vec<usize>,
     io_threads: Vec<usize>,
     io_work: u32,
@@ -116,6 +125,7 @@ fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         seconds: 1.5,
         rounds: 3,
+        control: true,
         cpu: vec![0, 1, 2, 4],
         io_threads: vec![1],
         io_work: 0,
@@ -140,6 +150,7 @@ fn parse_args() -> Result<Args, String> {
             flag.as_str(),
             "--cpu"
                 | "--rounds"
+                | "--no-control"
                 | "--cpu-threads"
                 | "--io-threads"
                 | "--io-work-units"
@@ -159,6 +170,7 @@ fn parse_args() -> Result<Args, String> {
                 seconds_given = true;
             }
             "--cpu" | "--cpu-threads" => args.cpu = count_list(&flag, &value()?, 0..=64)?,
+            "--no-control" => args.control = false,
             "--rounds" => {
                 let v = value()?;
                 args.rounds = count_list(&flag, &v, 1..=20)?
@@ -364,13 +376,20 @@ fn sweep(args: &Args) -> Result<(), String> {
     };
     let header = format!(
         "{io_who} ({}-byte round trips over a socket pair, peer answers after {} µs{handling}) beside N \
-         CPU-bound threads (work units of ~1 µs); switch interval {} µs{}; {} s per run; {} CPUs. {}",
+         CPU-bound threads (work units of ~1 µs); switch interval {} µs{}; {} s per run; {} CPUs. {}{}",
         64,
         args.peer_delay_us,
         args.interval_us,
         laps_note(args),
         args.seconds,
         cpus,
+        if args.control {
+            "\"control\": the same CPU threads doing their work without the lock, as separate processes \
+             would (they share the CPUs, not the lock); \"vs control\": a policy's round trips/s over the \
+             control's. "
+        } else {
+            ""
+        },
         if args.rounds > 1 {
             format!(
                 "{} rounds, every cell once per round: medians, round trips/s with their min-max; \
@@ -379,23 +398,24 @@ fn sweep(args: &Args) -> Result<(), String> {
             )
         } else {
             "One round.".to_string()
-        }
+        },
     );
     println!("{header}\n");
     let mut table = String::new();
     if many {
         let _ = writeln!(
             table,
-            "| policy | I/O threads | CPU threads | I/O round trips/s | vs 0 CPU threads | round trip p50 | p99 | \
-             p99.9 | round trips per I/O thread, min-max (CV) | CPU work, M units/s |"
+            "| policy | I/O threads | CPU threads | I/O round trips/s | vs 0 CPU threads | vs control | round trip p50 | \
+             p99 | p99.9 | round trips per I/O thread, min-max (CV) | CPU work, M units/s |"
         );
-        let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     } else {
         let _ = writeln!(
             table,
-            "| policy | CPU threads | I/O round trips/s | vs 0 CPU threads | round trip p50 | p99 | CPU work, M units/s |"
+            "| policy | CPU threads | I/O round trips/s | vs 0 CPU threads | vs control | round trip p50 | p99 | \
+             CPU work, M units/s |"
         );
-        let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|---:|");
     }
     print!("{table}");
     let started = Instant::now();
@@ -410,14 +430,26 @@ fn sweep(args: &Args) -> Result<(), String> {
             }
         }
     }
+    if args.control {
+        for &io in &args.io_threads {
+            for &n in args.cpu.iter().filter(|&&n| n > 0) {
+                cells.push((CONTROL, io, n));
+            }
+        }
+    }
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); cells.len()];
     for round in 0..args.rounds {
         for (c, &(policy, io, n)) in cells.iter().enumerate() {
-            let mut s = Scenario::new(config(policy, args)?, n, Duration::from_secs_f64(args.seconds));
+            let control = policy == CONTROL;
+            // The control's lock serves the I/O threads alone: its policy
+            // does not matter.
+            let preset = if control { "priority" } else { policy };
+            let mut s = Scenario::new(config(preset, args)?, n, Duration::from_secs_f64(args.seconds));
+            s.cpu_take_lock = !control;
             s.io_threads = io;
             s.io_work = args.io_work;
             s.peer_delay = Duration::from_micros(args.peer_delay_us);
-            if round == 0 && args.trace_ms > 0 && n == args.trace_cpu && io == args.io_threads[0] {
+            if !control && round == 0 && args.trace_ms > 0 && n == args.trace_cpu && io == args.io_threads[0] {
                 s.trace = Some(Duration::from_millis(args.trace_ms));
                 let who = if io == 1 {
                     "1 I/O thread".to_string()
@@ -478,6 +510,11 @@ fn sweep(args: &Args) -> Result<(), String> {
             Some(_) => "1.00x".into(),
             None => "-".into(),
         };
+        let vs_control = cells
+            .iter()
+            .position(|&(p, i, k)| p == CONTROL && i == io && k == n && policy != CONTROL)
+            .and_then(|u| median(samples[u].iter().map(|r| r.rate)))
+            .map_or_else(|| "-".into(), |base| format!("{:.2}x", rate / base));
         let cpu_work = if n == 0 {
             "-".into()
         } else {
@@ -495,11 +532,12 @@ fn sweep(args: &Args) -> Result<(), String> {
                 .and_then(|r| r.fair);
             let fair = mid.map_or_else(|| "-".into(), |f| format!("{}-{} ({:.2})", f.min, f.max, f.cv));
             format!(
-                "| {policy} | {io} | {n} | {rate:.0}{spread} | {vs} | {p50} | {p99} | {} | {fair} | {cpu_work} |\n",
+                "| {policy} | {io} | {n} | {rate:.0}{spread} | {vs} | {vs_control} | {p50} | {p99} | {} | {fair} | \
+                 {cpu_work} |\n",
                 quantile(|r| r.p999),
             )
         } else {
-            format!("| {policy} | {n} | {rate:.0}{spread} | {vs} | {p50} | {p99} | {cpu_work} |\n")
+            format!("| {policy} | {n} | {rate:.0}{spread} | {vs} | {vs_control} | {p50} | {p99} | {cpu_work} |\n")
         };
         print!("{line}");
         table.push_str(&line);

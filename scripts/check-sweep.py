@@ -38,32 +38,44 @@ def fail(msg):
 
 
 def io_rows(table):
-    """{(policy, cpu threads): (round trips/s, p50 µs)} from the one-I/O-thread
-    table (empty for a sweep of several I/O threads)."""
+    """{(policy, cpu threads): (round trips/s, p50 µs or None)} from the
+    one-I/O-thread table; empty for a sweep of several I/O threads, whose
+    rates are totals over its threads."""
     lines = [line for line in table.splitlines() if line.startswith("|")]
     if not lines:
         return {}
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     want = ("policy", "CPU threads", "I/O round trips/s", "round trip p50")
-    if not all(w in head for w in want):
+    if "I/O threads" in head or not all(w in head for w in want):
         return {}
     at = [head.index(w) for w in want]
     rows = {}
     for line in lines[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
         policy, cpu, rate, p50 = (cells[i] for i in at)
-        rows[(policy, int(cpu))] = (float(rate.split()[0]), float(p50.split()[0]))
+        p50 = None if p50 == "-" else float(p50.split()[0])
+        rows[(policy, int(cpu))] = (float(rate.split()[0]), p50)
     return rows
 
 
-def check_convoy(table):
-    rows = io_rows(table)
-    m = re.search(r"switch interval (\d+) µs", table)
-    if not m or ("classic", 1) not in rows or ("priority", 1) not in rows:
+def check_convoy(table, policies):
+    """None if the sweep did not run classic and priority with 1 CPU thread
+    and one I/O thread; else what it saw (or a failure)."""
+    if not {"classic", "priority"} <= set(policies):
         return None
+    rows = io_rows(table)
+    if not rows:
+        return None  # several I/O threads: not this check's table
+    m = re.search(r"switch interval (\d+) µs", table)
+    if not m:
+        fail("sweep.md names no switch interval")
+    if ("classic", 1) not in rows or ("priority", 1) not in rows:
+        return None  # no run beside 1 CPU thread
     interval = int(m.group(1))
     classic_rate, classic_p50 = rows[("classic", 1)]
     priority_rate, priority_p50 = rows[("priority", 1)]
+    if classic_p50 is None or priority_p50 is None:
+        fail("classic or priority made no round trip beside 1 CPU thread")
     classic_mean = 1e6 / classic_rate if classic_rate > 0 else float("inf")
     what = (f"beside 1 CPU thread, classic's round trip {classic_mean:.0f} µs on average (p50 {classic_p50:.0f}) "
             f"and priority's p50 {priority_p50:.0f} µs (average {1e6 / max(priority_rate, 1e-9):.0f}); "
@@ -79,7 +91,7 @@ def main():
     if len(sys.argv) < 3:
         fail("usage: check-sweep.py OUT_DIR POLICY [POLICY ...]")
     out, policies = Path(sys.argv[1]), sys.argv[2:]
-    table = (out / "sweep.md").read_text()
+    table = (out / "sweep.md").read_text(encoding="utf-8")
     for p in policies:
         rows = [line for line in table.splitlines() if line.startswith(f"| {p} |")]
         if not rows:
@@ -96,7 +108,7 @@ def main():
         if "I/O thread" not in texts or not any(t.startswith(p + ":") for t in texts):
             fail(f"timeline-{p}.svg: no I/O thread row or no title")
     print(f"check-sweep: {out}: table, JSON and SVG for {', '.join(policies)}")
-    convoy = check_convoy(table)
+    convoy = check_convoy(table, policies)
     if convoy:
         print(f"check-sweep: {convoy}")
 

@@ -10,10 +10,12 @@
 //! thread has its own peer, a thread that uses no lock and echoes each
 //! message at once (or after a delay). The CPU-bound threads hold the lock
 //! and do work units of about a microsecond, polling the drop request
-//! between units as an interpreter does between instructions; an I/O thread
-//! handling a reply polls it the same way, so it can be asked to drop
-//! mid-reply as a Python request handler can. A counter bumped under the
-//! lock by every thread proves mutual exclusion after each run.
+//! between units as an interpreter does between instructions (or, as the
+//! control, do the same units without the lock:
+//! [`Scenario::cpu_take_lock`]); an I/O thread handling a reply polls it
+//! the same way, so it can be asked to drop mid-reply as a Python request
+//! handler can. A counter bumped under the lock by every thread that takes
+//! it proves mutual exclusion after each run.
 //!
 //! Under CPython's classic protocol every round trip costs the I/O thread a
 //! whole switch interval once a CPU thread is waiting (the convoy effect);

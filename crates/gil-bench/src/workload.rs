@@ -86,7 +86,7 @@ pub fn free_cpu_thread(me: Token, mut more: impl FnMut(u64) -> bool) -> u64 {
         seed = work_unit(seed);
         done += 1;
     }
-    std::hint::black_box(seed);
+    black_box(seed);
     done
 }
 

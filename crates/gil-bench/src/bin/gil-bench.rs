@@ -11,7 +11,7 @@
 //! hand-off, written to `OUT/scale.md`.
 //!
 //! ```text
-//! gil-bench [--seconds S] [--cpu N,N,...] [--io-threads N,N,...]
+//! gil-bench [--seconds S] [--rounds N] [--no-control] [--cpu N,N,...] [--io-threads N,N,...]
 //!           [--io-work-units N] [--policies P,P,...|all] [--interval-us US]
 //!           [--peer-delay-us US] [--trace-ms MS] [--trace-cpu N] [--out DIR]
 //! gil-bench --scale [--waiters N,N,...] [--seconds S] [--policies P,P,...|all]
@@ -39,12 +39,15 @@ every policy, and prints I/O round trips/s, latency and CPU work/s.
 
   --seconds S          length of each run (default 1.5; 1 with --scale)
   --rounds N           runs of every cell, interleaved (every cell once per
-                       round); the table gives each figure's median and
-                       the round trips' spread, min-max (default 3, 1-20)
+                       round); the table gives each figure's median (the
+                       I/O threads' fairness: that of the round nearest
+                       the median rate) and the round trips' min-max
+                       (default 3, 1-20)
   --no-control         leave out the control: the same CPU threads doing
                        their work without the lock (as separate processes
                        would), which shows what is the CPUs' share and what
-                       the lock's; its rows are 'control', and each policy's
+                       the lock's; its rows are 'control' (its lock serves
+                       the I/O threads under priority), and each policy's
                        round trips/s over it are 'vs control'
   --cpu LIST           CPU-thread counts, comma-separated (default 0,1,2,4);
                        --cpu-threads is the same
@@ -149,9 +152,9 @@ fn parse_args() -> Result<Args, String> {
         if matches!(
             flag.as_str(),
             "--cpu"
+                | "--cpu-threads"
                 | "--rounds"
                 | "--no-control"
-                | "--cpu-threads"
                 | "--io-threads"
                 | "--io-work-units"
                 | "--peer-delay-us"
@@ -300,6 +303,7 @@ fn median(xs: impl Iterator<Item = f64>) -> Option<f64> {
     })
 }
 
+/// The least and the greatest value (infinities if empty).
 fn min_max(xs: impl Iterator<Item = f64>) -> (f64, f64) {
     xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)))
 }
@@ -374,6 +378,13 @@ fn sweep(args: &Args) -> Result<(), String> {
     } else {
         String::new()
     };
+    // The control runs beside CPU threads only.
+    let has_control = args.control && args.cpu.iter().any(|&n| n > 0);
+    let (ctl_head, ctl_rule) = if has_control {
+        (" vs control |", "---:|")
+    } else {
+        ("", "")
+    };
     let header = format!(
         "{io_who} ({}-byte round trips over a socket pair, peer answers after {} µs{handling}) beside N \
          CPU-bound threads (work units of ~1 µs); switch interval {} µs{}; {} s per run; {} CPUs. {}{}",
@@ -383,7 +394,7 @@ fn sweep(args: &Args) -> Result<(), String> {
         laps_note(args),
         args.seconds,
         cpus,
-        if args.control {
+        if has_control {
             "\"control\": the same CPU threads doing their work without the lock, as separate processes \
              would (they share the CPUs, not the lock); \"vs control\": a policy's round trips/s over the \
              control's. "
@@ -405,17 +416,17 @@ fn sweep(args: &Args) -> Result<(), String> {
     if many {
         let _ = writeln!(
             table,
-            "| policy | I/O threads | CPU threads | I/O round trips/s | vs 0 CPU threads | vs control | round trip p50 | \
+            "| policy | I/O threads | CPU threads | I/O round trips/s | vs 0 CPU threads |{ctl_head} round trip p50 | \
              p99 | p99.9 | round trips per I/O thread, min-max (CV) | CPU work, M units/s |"
         );
-        let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(table, "|---|---:|---:|---:|---:|{ctl_rule}---:|---:|---:|---:|---:|");
     } else {
         let _ = writeln!(
             table,
-            "| policy | CPU threads | I/O round trips/s | vs 0 CPU threads | vs control | round trip p50 | p99 | \
+            "| policy | CPU threads | I/O round trips/s | vs 0 CPU threads |{ctl_head} round trip p50 | p99 | \
              CPU work, M units/s |"
         );
-        let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(table, "|---|---:|---:|---:|{ctl_rule}---:|---:|---:|");
     }
     print!("{table}");
     let started = Instant::now();
@@ -441,8 +452,10 @@ fn sweep(args: &Args) -> Result<(), String> {
     for round in 0..args.rounds {
         for (c, &(policy, io, n)) in cells.iter().enumerate() {
             let control = policy == CONTROL;
-            // The control's lock serves the I/O threads alone: its policy
-            // does not matter.
+            // The control's lock serves the I/O threads alone, under
+            // priority: with one I/O thread nobody waits for it, and the
+            // policy does not matter; several I/O threads share it as
+            // under priority.
             let preset = if control { "priority" } else { policy };
             let mut s = Scenario::new(config(preset, args)?, n, Duration::from_secs_f64(args.seconds));
             s.cpu_take_lock = !control;
@@ -512,9 +525,15 @@ fn sweep(args: &Args) -> Result<(), String> {
         };
         let vs_control = cells
             .iter()
-            .position(|&(p, i, k)| p == CONTROL && i == io && k == n && policy != CONTROL)
+            .position(|&(p, i, k)| p == CONTROL && i == io && k == n)
+            .filter(|_| policy != CONTROL)
             .and_then(|u| median(samples[u].iter().map(|r| r.rate)))
             .map_or_else(|| "-".into(), |base| format!("{:.2}x", rate / base));
+        let vs_control = if has_control {
+            format!(" {vs_control} |")
+        } else {
+            String::new()
+        };
         let cpu_work = if n == 0 {
             "-".into()
         } else {
@@ -532,12 +551,12 @@ fn sweep(args: &Args) -> Result<(), String> {
                 .and_then(|r| r.fair);
             let fair = mid.map_or_else(|| "-".into(), |f| format!("{}-{} ({:.2})", f.min, f.max, f.cv));
             format!(
-                "| {policy} | {io} | {n} | {rate:.0}{spread} | {vs} | {vs_control} | {p50} | {p99} | {} | {fair} | \
+                "| {policy} | {io} | {n} | {rate:.0}{spread} | {vs} |{vs_control} {p50} | {p99} | {} | {fair} | \
                  {cpu_work} |\n",
                 quantile(|r| r.p999),
             )
         } else {
-            format!("| {policy} | {n} | {rate:.0}{spread} | {vs} | {vs_control} | {p50} | {p99} | {cpu_work} |\n")
+            format!("| {policy} | {n} | {rate:.0}{spread} | {vs} |{vs_control} {p50} | {p99} | {cpu_work} |\n")
         };
         print!("{line}");
         table.push_str(&line);

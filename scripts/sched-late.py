@@ -20,7 +20,7 @@ for line in sys.stdin:
 late = [r for r in rows if r[2] in ("sim-io-1", "echo-peer") and r[3] > 1e-3]
 print(f"{len(late)} late wake-ups (> 1 ms) of sim-io-1 / echo-peer")
 summary = collections.Counter()
-for t, cpu, task, delay, run in late[:200]:
+for i, (t, cpu, task, delay, run) in enumerate(late[:200]):
     start, end = t - run - delay, t - run
     occ = collections.Counter()
     for t2, cpu2, task2, _, run2 in rows:
@@ -29,7 +29,7 @@ for t, cpu, task, delay, run in late[:200]:
             occ[(cpu2, task2)] += b - a
     for k, v in occ.items():
         summary[k] += v
-    if len(late) <= 10 or late.index((t, cpu, task, delay, run)) < 5:
+    if i < 5:
         print(f"  {task} late {delay*1e3:.2f} ms:", ", ".join(f"cpu{c} {n} {v*1e3:.2f}" for (c, n), v in occ.most_common(4)))
 print("what ran during all late wake-ups (cpu task: ms):")
 for (c, n), v in summary.most_common(8):

@@ -23,8 +23,10 @@ Scenarios (N = each --spinners value: spinning threads in the server):
   echo      the convoy-effect report's experiment: 10 MB sent as 640 messages
             of 16 KB over loopback TCP, TCP_NODELAY on both ends; the server
             loops recv(8192) / sendall. Metric: seconds for the whole transfer.
-  pingpong  100-byte request, 100-byte reply, back to back, for --seconds.
-            Metric: median round trip in microseconds.
+  pingpong, pingpong99
+            100-byte request, 100-byte reply, back to back, for --seconds.
+            Metric: median / p99 round trip in microseconds (one run gives
+            both: pingpong99 reads the run pingpong made in the same round).
   asyncio1, asyncio10
             an asyncio echo server (plus N spinners); 1 or 10 client threads
             send 100-byte requests back to back for --seconds. Metric: req/s.
@@ -220,7 +222,8 @@ def echo(server, args):
     return elapsed
 
 
-def pingpong(server, args):
+def pingpong_times(server, args):
+    """The round trips of one ping-pong run, in seconds."""
     msg = b"p" * 100
     c = server.connect()
     times = []
@@ -236,7 +239,7 @@ def pingpong(server, args):
             left -= len(data)
         times.append(time.perf_counter() - t0)
     c.close()
-    return statistics.median(times) * 1e6
+    return times
 
 
 def asyncio_rps(interp, n, args, clients):
@@ -268,6 +271,28 @@ def asyncio_rps(interp, n, args, clients):
         return sum(counts) / args.seconds
     finally:
         server.close()
+
+
+def p99(values):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+_pingpong_results = {}
+
+
+def pingpong(interp, n, args, stat):
+    # One run gives both statistics: the p99 pass reuses the median pass's run.
+    key = (interp.name, n, args.round)
+    if key not in _pingpong_results:
+        server = Server(interp, n)
+        try:
+            times = pingpong_times(server, args)
+        finally:
+            server.close()
+        _pingpong_results[key] = (statistics.median(times) * 1e6, p99(times) * 1e6)
+    median, tail = _pingpong_results[key]
+    return median if stat == "median" else tail
 
 
 _udp_results = {}
@@ -336,6 +361,8 @@ def probe(interp, code, *argv):
 
 # Scenarios that start their own processes: fn(interp, n, args) -> value.
 PROCESS_SCENARIOS = {
+    "pingpong": (lambda i, n, a: pingpong(i, n, a, "median"), "ping-pong 100 B, median RTT", "µs"),
+    "pingpong99": (lambda i, n, a: pingpong(i, n, a, "p99"), "ping-pong 100 B, p99 RTT", "µs"),
     "asyncio1": (lambda i, n, a: asyncio_rps(i, n, a, 1), "asyncio echo, 1 client", "req/s"),
     "asyncio10": (lambda i, n, a: asyncio_rps(i, n, a, 10), "asyncio echo, 10 clients", "req/s"),
     "udpmean": (lambda i, n, a: udp_ping(i, n, a, "mean"), "UDP ping to main thread, mean", "µs"),
@@ -347,7 +374,6 @@ PROCESS_SCENARIOS = {
 
 SCENARIOS = {
     "echo": (echo, "echo 10 MB / 16 KB", "s"),
-    "pingpong": (pingpong, "ping-pong 100 B, median RTT", "µs"),
 }
 
 
@@ -359,6 +385,9 @@ def main():
     p.add_argument("--scenarios", default="echo,pingpong")
     p.add_argument("--seconds", type=float, default=2.0, help="duration of one ping-pong run")
     p.add_argument("--out", help="also write the table (Markdown) to this file")
+    p.add_argument("--limit-out", metavar="FILE",
+                   help="also write the cells with spinners as ratios over the processes control "
+                        "(Markdown rows: scenario, spinners, the control's median, each interpreter's ratio)")
     p.add_argument("--control", metavar="NAME",
                    help="the interpreter whose server runs beside spinning processes (default: the first)")
     p.add_argument("--no-control", action="store_true", help="leave the processes control out")
@@ -378,6 +407,8 @@ def main():
         p.error("two --python share a name")
     if args.no_control and args.control:
         p.error("--control and --no-control exclude each other")
+    if args.no_control and args.limit_out:
+        p.error("--limit-out needs the processes control (drop --no-control)")
     control = None
     if not args.no_control:
         if args.control is not None and args.control not in names:
@@ -433,6 +464,8 @@ def main():
             cells += [f"{med[a] / med[b]:.2f}x" if a in med and b in med else "-" for a, b in over]
             lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
+    if args.limit_out:
+        write_limit_rows(args.limit_out, scenarios, spinners, results, names, CONTROL)
     header = (f"{args.repeat} rounds, medians; command: {' '.join(shlex.quote(a) for a in sys.argv)}\n"
               f"machine: {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}\n")
     print(header)
@@ -440,6 +473,30 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(header + "\n" + table + "\n")
+
+
+def write_limit_rows(path, scenarios, spinners, results, names, control):
+    """Markdown rows, one per cell with spinners: the control's median and
+    every interpreter's median over it (1.00x: no worse than the same work
+    in other processes). Rows only: a caller gathers several parts under
+    one header."""
+    rows = []
+    for scen in scenarios:
+        if scen in ("cpu", "select"):
+            continue  # no I/O thread, no control
+        label, unit = (SCENARIOS.get(scen) or PROCESS_SCENARIOS[scen])[1:3]
+        better = "higher" if unit.endswith("/s") else "lower"
+        for n in spinners:
+            if n == 0:
+                continue
+            med = {name: statistics.median(vs) for (sc, k, name), vs in results.items() if sc == scen and k == n}
+            limit = med[control]
+            shown = f"{limit:.3f} {unit}" if unit == "s" else f"{limit:.0f} {unit}"
+            cells = [f"{label} ({better} is better)", str(n), shown]
+            cells += [f"{med[name] / limit:.2f}x" for name in names]
+            rows.append("| " + " | ".join(cells) + " |")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":

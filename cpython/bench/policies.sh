@@ -8,30 +8,42 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$repo/docs/policies.md}
 shift || true
 extra=("$@")
+# The rounds per cell, as gilbench.py will read them (the last --repeat wins).
+rounds=3
+for ((i = 0; i < ${#extra[@]}; i++)); do
+    case ${extra[i]} in
+        --repeat) rounds=${extra[i + 1]:-3} ;;
+        --repeat=*) rounds=${extra[i]#--repeat=} ;;
+    esac
+done
 
 eval "$(bash "$repo/cpython/build.sh" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
 py=(--python "stock=$STOCK_PYTHON")
+names=(stock)
 # Every preset, and the bounded spin on top of the priority class.
 for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))"); do
     py+=(--python "$p=$RUSTGIL_PYTHON PYTHON_RUST_GIL=$p")
+    names+=("$p")
 done
 py+=(--python "priority+spin50=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,spin_us=50")
+names+=(priority+spin50)
 
 # Parts are kept until the report is written, so an interrupted run resumes.
 tmp="$repo/build/bench-parts"
 mkdir -p "$tmp"
 run() { # name, spinners, scenarios
-    if [ -s "$tmp/$1.md" ]; then
+    if [ -s "$tmp/$1.md" ] && [ -e "$tmp/$1.limit" ]; then
         echo "policies.sh: $3: kept from an earlier, interrupted run" >&2
         return
     fi
     echo "policies.sh: $3 (spinners $2)" >&2
     python3 "$repo/cpython/bench/gilbench.py" "${py[@]}" --spinners "$2" --scenarios "$3" \
-        --repeat 3 "${extra[@]}" --out "$tmp/$1.part" >/dev/null
+        --repeat 3 "${extra[@]}" --out "$tmp/$1.part" --limit-out "$tmp/$1.limit-part" >/dev/null
+    mv "$tmp/$1.limit-part" "$tmp/$1.limit"
     mv "$tmp/$1.part" "$tmp/$1.md"
 }
-run echo 0,1,2 echo,pingpong
-run asyncio 0,1 asyncio1,asyncio10
+run echo 0,1,2 echo,pingpong,pingpong99
+run asyncio 0,1,2 asyncio1,asyncio10
 run udp 0,1,2,3,4 udpmean,udpp99
 run cpu 1,2,3,4 cpu
 run select 0 select
@@ -41,7 +53,24 @@ run select 0 select
     echo
     echo "Command: \`cpython/bench/policies.sh ${extra[*]:-}\`; date: $(date -u +%Y-%m-%d);"
     echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/Mem:/{print $2}') GiB, shared."
-    echo "Each row: 3 interleaved rounds, medians; ratios against stock."
+    echo
+    echo "## Against the limit"
+    echo
+    echo "Each cell with spinning threads: the same server beside the same spinning work"
+    echo "as separate processes (\"processes\", the limit for this machine: no lock shared,"
+    echo "only the CPUs), and each interpreter's median over it: 1.00x is as good as the"
+    echo "limit. $rounds interleaved rounds, medians."
+    echo
+    header="| scenario | spinners | processes (the limit)"
+    rule="|---|---:|---:"
+    for n in "${names[@]}"; do header+=" | $n / limit"; rule+="|---:"; done
+    echo "$header |"
+    echo "$rule|"
+    cat "$tmp"/{echo,asyncio,udp}.limit
+    echo
+    echo "## Every figure"
+    echo
+    echo "Each row: $rounds interleaved rounds, medians; ratios against stock and against the limit."
     for f in echo asyncio udp cpu select; do
         echo
         tail -n +4 "$tmp/$f.md"

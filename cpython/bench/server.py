@@ -690,6 +690,8 @@ def markdown(results, names, conns_list, spinners_list, args):
         return f" ⚠{errs} err ({to} timeouts)" if errs else ""
 
     out = []
+    if control and any(spinners_list):
+        out.append(limit_table(results, names, conns_list, spinners_list, control) + "\n")
     out.append("**Requests per second** (median; ratio to " + base
                + (f", and to the {control} control (the same spinning work in other processes: "
                   "the machine's limit)" if control else "") + "):\n")
@@ -736,6 +738,33 @@ def markdown(results, names, conns_list, spinners_list, args):
     if args.diag:
         out.append("\n" + diag_markdown(results, names, conns_list, spinners_list))
     return "\n".join(out) + "\n"
+
+
+def limit_table(results, names, conns_list, spinners_list, control):
+    """Every cell with spinners against the processes control (the same
+    spinning work in other processes: the machine's limit): each
+    interpreter's median over the control's, for requests/s (1.00x or more
+    is as good as the limit), p50 and p99 (1.00x or less)."""
+    shown = [n for n in names if n != control]
+    rows = ["**Against the limit**: each cell with spinners as a ratio to the " + control
+            + " control (the same server with the same spinning work in other processes: no lock "
+            "shared, only the CPUs). Requests/s: 1.00x or more is as good as the limit; "
+            "latencies: 1.00x or less.\n",
+            "| conns | spinners | metric | " + control + " (the limit) | " + " | ".join(shown) + " |",
+            "|---:|---:|---|---:|" + "---:|" * len(shown)]
+    for c in conns_list:
+        for s in spinners_list:
+            if not s:
+                continue
+            for metric, label, fmt in (("rps", "requests/s", lambda v: f"{v:.0f}"),
+                                       ("p50", "p50", fmt_ms), ("p99", "p99", fmt_ms)):
+                limit = median_of(results.get((c, s, control), []), metric)
+                if not limit:
+                    continue
+                vals = [median_of(results.get((c, s, n), []), metric) for n in shown]
+                rows.append(f"| {c} | {s} | {label} | {fmt(limit)} | "
+                            + " | ".join("-" if v is None else f"{v / limit:.2f}x" for v in vals) + " |")
+    return "\n".join(rows)
 
 
 def bucket_ranges():

@@ -175,12 +175,11 @@ fn parse_args() -> Result<Args, String> {
             "--cpu" | "--cpu-threads" => args.cpu = count_list(&flag, &value()?, 0..=64)?,
             "--no-control" => args.control = false,
             "--rounds" => {
-                let v = value()?;
-                args.rounds = count_list(&flag, &v, 1..=20)?
-                    .into_iter()
-                    .next()
-                    .filter(|_| !v.contains(','))
-                    .ok_or_else(|| format!("--rounds {v}: one number, 1 to 20"))?;
+                let n: u64 = number(value()?)?;
+                args.rounds = usize::try_from(n)
+                    .ok()
+                    .filter(|n| (1..=20).contains(n))
+                    .ok_or_else(|| format!("--rounds {n}: must be 1 to 20"))?;
             }
             "--io-threads" => args.io_threads = count_list(&flag, &value()?, 1..=MAX_THREADS)?,
             "--io-work-units" => {
@@ -504,8 +503,8 @@ fn sweep(args: &Args) -> Result<(), String> {
             .position(|&(p, i, k)| p == policy && i == io && k == 0)
             .map(|u| &samples[u]);
         let rate = median(runs.iter().map(|r| r.rate)).unwrap_or(0.0);
+        let (lo, hi) = min_max(runs.iter().map(|r| r.rate));
         let spread = if runs.len() > 1 {
-            let (lo, hi) = min_max(runs.iter().map(|r| r.rate));
             format!(" ({lo:.0}-{hi:.0})")
         } else {
             String::new()
@@ -515,7 +514,6 @@ fn sweep(args: &Args) -> Result<(), String> {
                 let base = median(alone.iter().map(|r| r.rate)).unwrap_or(0.0);
                 // Marked when the rounds of the two cells overlap: the
                 // difference is within the machine's noise.
-                let (lo, hi) = min_max(runs.iter().map(|r| r.rate));
                 let (alo, ahi) = min_max(alone.iter().map(|r| r.rate));
                 let within = runs.len() > 1 && lo <= ahi && alo <= hi;
                 format!("{:.2}x{}", rate / base, if within { " ~" } else { "" })

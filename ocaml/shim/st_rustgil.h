@@ -25,7 +25,7 @@
  *     The switch interval, unless interval_us= says otherwise: OCaml's
  *     own 50 ms under classic (OCaml's scheduling), the library's 5 ms
  *     under the other presets; the presets of the priority policy spin
- *     50 us for a hand-off unless spin_us= says otherwise
+ *     200 us for a hand-off unless spin_us= says otherwise
  *     (ocaml/README.md says why). A bad value ends start-up naming it
  *     (exit status 2).
  */
@@ -43,7 +43,7 @@
 #define ST_RUSTGIL_CLASSIC_INTERVAL_US 50000
 /* The spin the priority presets start with (spin_us): see
    ocaml/README.md. */
-#define ST_RUSTGIL_PRIORITY_SPIN_US 50
+#define ST_RUSTGIL_PRIORITY_SPIN_US 200
 #define ST_RUSTGIL_DEFAULT_POLICY "priority"
 #define ST_RUSTGIL_ENV "OCAML_RUST_GIL"
 
@@ -107,7 +107,7 @@ static void st_rustgil_read_config(void)
       && st_rustgil_config.policy == GIL_POLICY_CLASSIC
       && st_rustgil_config.lazy_release_us == 0 && !st_rustgil_config.monitor)
     st_rustgil_config.switch_interval_us = ST_RUSTGIL_CLASSIC_INTERVAL_US;
-  /* The priority presets: a 50 us spin for each hand-off unless spin_us=
+  /* The priority presets: a 200 us spin for each hand-off unless spin_us=
      says otherwise, so that a CPU thread beside an I/O thread stays on
      its CPU and the I/O thread's calls make no futex calls. */
   if (!(st_rustgil_options.given & GIL_OPTION_SPIN_US)

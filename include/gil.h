@@ -264,9 +264,13 @@ typedef struct {
   // waiters are served in arrival order, with bounded overtaking (see
   // gil-core's `GilConfig::monitor`). Default: 0, every waiter times its own wait.
   uint32_t monitor;
-  // A bounded spin: microseconds a waiter that has just asked the holder
-  // to drop watches the lock before it sleeps (at most 10000). Default:
-  // 0, no spinning, as in CPython.
+  // A bounded spin: microseconds a thread waiting for a hand-off watches
+  // the lock before it sleeps (at most 10000): a waiter that has just
+  // asked the holder to drop, a holder that dropped on request waiting
+  // for the switch, and (priority) a CPU-class waiter while an I/O-class
+  // thread holds the lock (see gil-core's `GilConfig::spin_us`). No
+  // thread spins on a one-CPU machine. Default: 0, no spinning, as in
+  // CPython.
   uint32_t spin_us;
   // Bounded laps (priority policy or monitor): a running thread may take
   // the free lock before the first waiter in line only while it has
@@ -388,6 +392,10 @@ typedef struct {
   uint64_t lazy_takeovers;
   // Priority policy: CPU-class waiters served first after the starvation bound.
   uint64_t starvation_promotions;
+  // Priority policy with `spin_us`: CPU-class waiters that spun while an
+  // I/O-class thread held the lock and took it when it let go, without
+  // sleeping.
+  uint64_t cpu_spin_takes;
 } gil_counters_t;
 
 // CPython 3.2–3.13's "new GIL", exactly.

@@ -98,6 +98,13 @@ for case in classic:50000 priority:5000 lazy:5000 monitor:5000 priority-lazy-mon
     grep "switch interval $want us\$" <<<"$out" >/dev/null || die "$policy: the interval is not $want us: $(grep 'rust-gil stats' <<<"$out")"
 done
 
+say "the spin: 200 us under the priority presets, none under the others, spin_us= wins"
+for case in priority:200 priority-lazy-monitor:200 classic:0 lazy:0 monitor:0 priority,spin_us=0:0 classic,spin_us=20:20; do
+    policy=${case%:*} want=${case##*:}
+    out=$(OCAML_RUST_GIL="$policy,stats=1" "$work/smoke.opt" 2>&1) || die "smoke.opt under $policy,stats=1 failed: $out"
+    grep "; spin $want us, [0-9]* CPU spin takes\$" <<<"$out" >/dev/null || die "$policy: the spin is not $want us: $(grep '^ lock:' <<<"$out")"
+done
+
 # ---- 2. the smoke test under every preset ----------------------------------
 for policy in "${presets[@]}"; do
     for prog in smoke.opt smoke.byte; do

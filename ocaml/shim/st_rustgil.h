@@ -24,7 +24,10 @@
  *     (the library's grammar, gil_config_parse); unset or empty: priority.
  *     The switch interval, unless interval_us= says otherwise: OCaml's
  *     own 50 ms under classic (OCaml's scheduling), the library's 5 ms
- *     under the other presets (ocaml/README.md says why). A bad value ends start-up naming it (exit status 2).
+ *     under the other presets; the presets of the priority policy spin
+ *     200 us for a hand-off unless spin_us= says otherwise
+ *     (ocaml/README.md says why). A bad value ends start-up naming it
+ *     (exit status 2).
  */
 
 #include <gil.h>
@@ -38,6 +41,9 @@
 /* OCaml's tick (Thread_timeout in st_stubs.c), the interval classic
    starts with here. */
 #define ST_RUSTGIL_CLASSIC_INTERVAL_US 50000
+/* The spin the priority presets start with (spin_us): see
+   ocaml/README.md. */
+#define ST_RUSTGIL_PRIORITY_SPIN_US 200
 #define ST_RUSTGIL_DEFAULT_POLICY "priority"
 #define ST_RUSTGIL_ENV "OCAML_RUST_GIL"
 
@@ -101,6 +107,12 @@ static void st_rustgil_read_config(void)
       && st_rustgil_config.policy == GIL_POLICY_CLASSIC
       && st_rustgil_config.lazy_release_us == 0 && !st_rustgil_config.monitor)
     st_rustgil_config.switch_interval_us = ST_RUSTGIL_CLASSIC_INTERVAL_US;
+  /* The priority presets: a 200 us spin for each hand-off unless spin_us=
+     says otherwise, so that a CPU thread beside an I/O thread stays on
+     its CPU and the I/O thread's calls make no futex calls. */
+  if (!(st_rustgil_options.given & GIL_OPTION_SPIN_US)
+      && st_rustgil_config.policy == GIL_POLICY_PRIORITY)
+    st_rustgil_config.spin_us = ST_RUSTGIL_PRIORITY_SPIN_US;
 }
 
 static void st_rustgil_write_trace(void)
@@ -155,19 +167,22 @@ static void st_rustgil_report(void)
   gil_histograms_t *h;
   unsigned row = 0;
   if (getpid() != st_rustgil_counted_pid || (h = calloc(1, sizeof *h)) == NULL) return;
-  uint64_t interval_us = 0;
+  uint64_t interval_us = 0, spin_us = 0;
   h->struct_size = sizeof *h;
   (void) gil_get_switch_interval(g, &interval_us);
+  (void) gil_get_spin(g, &spin_us);
   fprintf(stderr, "ocaml: rust-gil stats, pid %ld, %s=%s, switch interval %llu us\n"
           " thread alive acquisitions    waits    wait ms    hold ms    call ms  forced  raised  received\n",
           (long) getpid(), ST_RUSTGIL_ENV, st_rustgil_value, (unsigned long long) interval_us);
   (void) gil_foreach_thread_stats(g, st_rustgil_report_thread, &row);
   if (gil_get_counters(g, &c) == GIL_OK)
     fprintf(stderr, " lock: %llu acquisitions, %llu switches, %llu drop requests, "
-            "%llu forced switches, %llu preemptions, %llu starvation promotions\n",
+            "%llu forced switches, %llu preemptions, %llu starvation promotions; "
+            "spin %llu us, %llu CPU spin takes\n",
             (unsigned long long) c.acquisitions, (unsigned long long) c.switches,
             (unsigned long long) c.drop_requests, (unsigned long long) c.forced_switches,
-            (unsigned long long) c.preemptions, (unsigned long long) c.starvation_promotions);
+            (unsigned long long) c.preemptions, (unsigned long long) c.starvation_promotions,
+            (unsigned long long) spin_us, (unsigned long long) c.cpu_spin_takes);
   if (gil_get_histograms(g, h) == GIL_OK)
     fprintf(stderr, " waits (us): p50 %.1f, p99 %.1f, p99.9 %.1f, max %.1f;"
             " holds (us): p50 %.1f, p99 %.1f, max %.1f\n",

@@ -338,12 +338,24 @@ impl GilConfig {
         self
     }
 
-    /// A bounded spin: a waiter that has just asked the holder to drop (a
-    /// priority preemption, or the end of a switch interval) watches the lock
-    /// word for up to `us` microseconds before it sleeps, so that it takes
-    /// the lock without a sleep and a wake-up when the holder answers at
-    /// once. 0 (the default): no spinning, as CPython. At most
-    /// [`MAX_SPIN_US`]; `Gil::new` fails above.
+    /// A bounded spin: a thread waiting for a hand-off watches the lock for
+    /// up to `us` microseconds before it sleeps, so that the hand-off needs
+    /// no sleep and no wake-up when it comes at once:
+    ///
+    /// - a waiter that has just asked the holder to drop (a priority
+    ///   preemption, or the end of a switch interval);
+    /// - a holder that dropped on request, waiting for the switch (forced
+    ///   switching);
+    /// - priority policy: a CPU-class waiter while an I/O-class thread holds
+    ///   the lock (one such waiter at a time, once per holder). The I/O
+    ///   thread lets go around its next call; the CPU thread takes the lock
+    ///   back at once, and that release wakes nobody. This is what keeps a
+    ///   CPU thread on its CPU beside an I/O thread, as a separate process
+    ///   would be ([`Counters::cpu_spin_takes`](crate::Counters)).
+    ///
+    /// 0 (the default): no spinning, as CPython. On a machine with one CPU
+    /// (`std::thread::available_parallelism`) no thread spins, whatever the
+    /// limit. At most [`MAX_SPIN_US`]; `Gil::new` fails above.
     pub fn spin_us(mut self, us: u64) -> Self {
         self.spin_us = us;
         self

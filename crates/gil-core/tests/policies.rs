@@ -1,7 +1,7 @@
 //! The priority policy and lazy release, with real threads.
 #![cfg(not(gil_loom))]
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -209,6 +209,84 @@ fn priority_preempts(config: GilConfig) {
     assert_eq!(gil.last_holder(), Some(io));
     waiter.join().unwrap();
     assert_eq!(gil.counters().preemptions, 1);
+}
+
+/// With a spin limit, a CPU-class thread displaced by an I/O-class one
+/// spins while the I/O thread holds the lock and takes it back when that
+/// thread lets go, without sleeping (`Counters::cpu_spin_takes`); without a
+/// limit it sleeps. Each of 50 rounds is a chance: in a round where the OS
+/// keeps the CPU thread off a CPU for the whole limit it sleeps instead, so
+/// at least one must spin. None does on a one-CPU machine, where no thread
+/// spins.
+#[test]
+fn priority_a_displaced_cpu_thread_spins_for_the_io_holder() {
+    let _serial = one_at_a_time();
+    let cpus = thread::available_parallelism().map_or(2, |n| n.get());
+    for preset in ["priority", "priority-monitor"] {
+        for spin_us in [0, gil_core::MAX_SPIN_US] {
+            let takes = displaced_rounds(GilConfig::preset(preset).unwrap().spin_us(spin_us), 50);
+            if spin_us > 0 && cpus > 1 {
+                assert!(
+                    takes > 0,
+                    "{preset}, spin_us={spin_us}: the CPU thread never spun for the I/O holder"
+                );
+            } else {
+                assert_eq!(takes, 0, "{preset}, spin_us={spin_us}, {cpus} CPUs: a CPU thread spun");
+            }
+        }
+    }
+}
+
+/// `rounds` times, an I/O-class thread preempts a CPU-class holder, and
+/// lets go once the CPU thread, having answered, waits for the lock again
+/// (and 200 µs more: its work under the lock). The lock's `cpu_spin_takes`
+/// after.
+fn displaced_rounds(config: GilConfig, rounds: usize) -> u64 {
+    let gil = Arc::new(Gil::new(config.switch_interval_us(60_000_000)).unwrap());
+    let (cpu, io) = (tok(1), tok(2));
+    let cpu_waits = Arc::new(AtomicU64::new(0));
+    let counted = cpu_waits.clone();
+    let hook: gil_core::EventHook = Arc::new(move |e: &gil_core::Event| {
+        if e.token == cpu {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    gil.add_event_hook(hook, gil_core::EventMask::WAIT_START).unwrap();
+    gil.acquire(cpu).unwrap();
+    gil.release(cpu, ReleaseReason::Forced).unwrap(); // alone: CPU-class from now on
+    gil.acquire(cpu).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu_thread = {
+        let (gil, stop) = (gil.clone(), stop.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if gil.drop_requested() {
+                    gil.release(cpu, ReleaseReason::Forced).unwrap();
+                    gil.acquire(cpu).unwrap();
+                }
+                std::hint::spin_loop();
+            }
+            gil.release(cpu, ReleaseReason::Final).unwrap();
+        })
+    };
+    for _ in 0..rounds {
+        let waits = cpu_waits.load(Ordering::SeqCst);
+        gil.acquire(io).unwrap(); // preempts the CPU thread at once
+        while cpu_waits.load(Ordering::SeqCst) == waits {
+            thread::yield_now();
+        }
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_micros(200) {
+            std::hint::spin_loop();
+        }
+        gil.release(io, ReleaseReason::Voluntary).unwrap();
+        while gil.holder() != Some(cpu) {
+            thread::yield_now();
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    cpu_thread.join().unwrap();
+    gil.counters().cpu_spin_takes
 }
 
 /// A thread that had to be asked to drop is CPU-class even if it answers

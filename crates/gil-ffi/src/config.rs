@@ -50,9 +50,13 @@ pub struct gil_config_t {
     /// waiters are served in arrival order, with bounded overtaking (see
     /// gil-core's `GilConfig::monitor`). Default: 0, every waiter times its own wait.
     pub monitor: u32,
-    /// A bounded spin: microseconds a waiter that has just asked the holder
-    /// to drop watches the lock before it sleeps (at most 10000). Default:
-    /// 0, no spinning, as in CPython.
+    /// A bounded spin: microseconds a thread waiting for a hand-off watches
+    /// the lock before it sleeps (at most 10000): a waiter that has just
+    /// asked the holder to drop, a holder that dropped on request waiting
+    /// for the switch, and (priority) a CPU-class waiter while an I/O-class
+    /// thread holds the lock (see gil-core's `GilConfig::spin_us`). No
+    /// thread spins on a one-CPU machine. Default: 0, no spinning, as in
+    /// CPython.
     pub spin_us: u32,
     /// Bounded laps (priority policy or monitor): a running thread may take
     /// the free lock before the first waiter in line only while it has

@@ -28,6 +28,10 @@ pub struct gil_counters_t {
     pub lazy_takeovers: u64,
     /// Priority policy: CPU-class waiters served first after the starvation bound.
     pub starvation_promotions: u64,
+    /// Priority policy with `spin_us`: CPU-class waiters that spun while an
+    /// I/O-class thread held the lock and took it when it let go, without
+    /// sleeping.
+    pub cpu_spin_takes: u64,
 }
 
 /// `*holder_out` = the token holding the lock, or NULL if it is free. For
@@ -142,6 +146,7 @@ pub unsafe extern "C" fn gil_get_counters(gil: *const gil_t, counters_out: *mut 
             lazy_releases: c.lazy_releases,
             lazy_takeovers: c.lazy_takeovers,
             starvation_promotions: c.starvation_promotions,
+            cpu_spin_takes: c.cpu_spin_takes,
         };
         // SAFETY: `size` bytes are writable at `counters_out` (contract) and
         // readable from `full` (checked `size <= sizeof`).

@@ -73,6 +73,8 @@ impl Gil {
             })
         };
         self.inner.drop_request.store(false, Relaxed);
+        // A parent thread may have been spinning.
+        self.inner.cpu_spinner.store(false, Relaxed);
         for c in [
             &self.inner.drop_requests,
             &self.inner.forced_switches,
@@ -80,6 +82,7 @@ impl Gil {
             &self.inner.preemptions,
             &self.inner.lazy_takeovers,
             &self.inner.starvation_promotions,
+            &self.inner.cpu_spin_takes,
             &self.inner.hot.lazy_releases,
         ] {
             c.store(0, Relaxed);

@@ -84,6 +84,10 @@ pub struct Counters {
     /// Priority policy: CPU-class waiters that reached the starvation bound
     /// and were served before I/O-class ones.
     pub starvation_promotions: u64,
+    /// Priority policy with a spin limit: times a CPU-class waiter spun
+    /// while an I/O-class thread held the lock and took it when that thread
+    /// let go, without sleeping (see [`GilConfig::spin_us`]).
+    pub cpu_spin_takes: u64,
 }
 
 /// What a waiter checks when one switch interval has passed (see
@@ -112,13 +116,20 @@ struct Inner {
     preemptions: AtomicU64,
     lazy_takeovers: AtomicU64,
     starvation_promotions: AtomicU64,
+    cpu_spin_takes: AtomicU64,
     policy: Policy,
     /// `Some(threshold)` when lazy release is on.
     lazy_release: Option<Duration>,
     /// Timed by the monitor thread, waiters served in order (`monitor.rs`).
     monitor: bool,
-    /// How long a waiter that just asked for a drop spins before sleeping.
+    /// How long a thread waiting for a hand-off spins before sleeping
+    /// (`GilConfig::spin_us`); `None` also on a one-CPU machine.
     spin: Option<Duration>,
+    /// The spin limit as configured, in microseconds.
+    spin_us: u64,
+    /// Set while a CPU-class waiter spins for an I/O-class holder: one
+    /// at a time (`Gil::spin_while_io_holds`).
+    cpu_spinner: AtomicBool,
     /// The bound on laps (0: none), see `GilConfig::laps`.
     laps: u32,
     on_drop_request: Option<DropRequestCallback>,
@@ -133,6 +144,15 @@ struct Inner {
     hold_hist: Histogram,
     /// Serialises changes of `Hot::instr` and the `INSTR` bit.
     observers: std::sync::atomic::AtomicBool,
+}
+
+/// Whether spinning can help on this machine: not with one CPU, where the
+/// thread spun for cannot run while the spinner does.
+fn spinning_helps() -> bool {
+    if cfg!(gil_loom) {
+        return true;
+    }
+    std::thread::available_parallelism().map_or(true, |n| n.get() > 1)
 }
 
 impl Gil {
@@ -159,10 +179,13 @@ impl Gil {
                 preemptions: AtomicU64::new(0),
                 lazy_takeovers: AtomicU64::new(0),
                 starvation_promotions: AtomicU64::new(0),
+                cpu_spin_takes: AtomicU64::new(0),
                 policy: config.policy,
                 lazy_release: lazy.map(Duration::from_micros),
                 monitor: config.monitor,
-                spin: (spin > 0).then(|| Duration::from_micros(spin)),
+                spin: (spin > 0 && spinning_helps()).then(|| Duration::from_micros(spin)),
+                spin_us: spin,
+                cpu_spinner: AtomicBool::new(false),
                 laps,
                 on_drop_request: config.on_drop_request,
                 slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
@@ -387,10 +410,10 @@ impl Gil {
         self.inner.laps
     }
 
-    /// The spin limit in microseconds (0: no spinning), see
-    /// [`GilConfig::spin_us`].
+    /// The spin limit in microseconds (0: no spinning), as configured: see
+    /// [`GilConfig::spin_us`] (on a one-CPU machine no thread spins).
     pub fn spin_us(&self) -> u64 {
-        self.inner.spin.map_or(0, |d| d.as_micros() as u64)
+        self.inner.spin_us
     }
 
     /// The lazy-release threshold in microseconds, `None` if lazy release is off.
@@ -445,6 +468,7 @@ impl Gil {
             lazy_releases: self.inner.hot.lazy_releases.load(Relaxed),
             lazy_takeovers: self.inner.lazy_takeovers.load(Relaxed),
             starvation_promotions: self.inner.starvation_promotions.load(Relaxed),
+            cpu_spin_takes: self.inner.cpu_spin_takes.load(Relaxed),
         }
     }
 

@@ -109,14 +109,22 @@ impl Gil {
         self.monitor_joined(&mut room, w);
         // The switch number of the holder already preempted by this waiter.
         let mut preempted: Option<u64> = None;
+        // The switch number of the I/O-class holder this waiter has spun
+        // for, and whether the last round did.
+        let mut spun_on: Option<u64> = None;
+        let mut spun = false;
         loop {
             let s = hot.word.load(Relaxed);
             if s & SYSCALL != 0 && self.reclaim(token).is_some() {
                 break; // our own system call: just take it back
             }
             if self.may_take_queued(&mut room, w) && self.try_lock_word() {
+                if spun {
+                    self.took_after_spin();
+                }
                 break;
             }
+            spun = false;
             // Priority: an I/O-class waiter asks a CPU-class holder at once.
             let sn = hot.switch_number.load(Relaxed);
             let (holder, slice) = self.holder_class();
@@ -125,11 +133,15 @@ impl Gil {
                 && preempted != Some(sn)
             {
                 preempted = Some(sn);
-                let spun;
-                (room, spun) = self.ask_at_once(slow, room, w, true);
-                if spun {
+                let asked_and_spun;
+                (room, asked_and_spun) = self.ask_at_once(slow, room, w, true);
+                if asked_and_spun {
                     continue;
                 }
+            }
+            (room, spun) = self.spin_while_io_holds(slow, room, w, (s, sn), &mut spun_on);
+            if spun {
+                continue;
             }
             let timed_out = if room.monitor.registered.is_none() {
                 // No monitor thread: keep the time ourselves.

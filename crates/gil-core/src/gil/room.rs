@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::word::IN_SLICE;
+use super::word::{IN_SLICE, LOCKED, SYSCALL};
 use super::{bump, AbortCheck, Gil};
 use crate::class::{self, ThreadClass};
 use crate::events::{Event, EventKind};
@@ -442,7 +442,50 @@ impl Gil {
         };
         drop(room);
         spin_while(limit, || self.word_locked());
-        (slow.mutex.lock(), true)
+        (slow.mutex.lock_spinning(limit), true)
+    }
+
+    /// With a spin limit, priority policy: CPU-class waiter `w` while an
+    /// I/O-class thread holds the lock (state `s`, switch number `sn`)
+    /// watches the lock word, without the mutex, before it sleeps. The I/O
+    /// thread took the lock from the CPU class and lets go around its next
+    /// call, within microseconds: the waiter then takes it back without a
+    /// sleep and a wake-up, and that release wakes nobody (the I/O thread
+    /// makes no system call for it). Once per holder (`spun_on` keeps its
+    /// switch number), one waiter at a time. The guard back, and whether
+    /// it spun.
+    pub(super) fn spin_while_io_holds<'s>(
+        &self,
+        slow: &'s Slow,
+        room: MutexGuard<'s, WaitRoom>,
+        w: &Waiter,
+        (s, sn): (u64, u64),
+        spun_on: &mut Option<u64>,
+    ) -> (MutexGuard<'s, WaitRoom>, bool) {
+        let Some(limit) = self.inner.spin else {
+            return (room, false);
+        };
+        if w.class != ThreadClass::Cpu
+            || w.starving
+            || s & (LOCKED | SYSCALL) != LOCKED
+            || self.holder_class().0 != ThreadClass::Io
+            || *spun_on == Some(sn)
+            || self.inner.cpu_spinner.swap(true, Relaxed)
+        {
+            return (room, false);
+        }
+        *spun_on = Some(sn);
+        drop(room);
+        let hot = &*self.inner.hot;
+        spin_while(limit, || self.word_locked() && hot.switch_number.load(Relaxed) == sn);
+        self.inner.cpu_spinner.store(false, Relaxed);
+        (slow.mutex.lock_spinning(limit), true)
+    }
+
+    /// Counts a take by a waiter that spun for an I/O-class holder just
+    /// before (`Counters::cpu_spin_takes`).
+    pub(super) fn took_after_spin(&self) {
+        bump(&self.inner.cpu_spin_takes, 1);
     }
 
     /// Asks an `acquire_or_abort` check whether to give up, as a callback of
@@ -547,8 +590,15 @@ impl Gil {
             return;
         }
         // Forced switching: don't return (and maybe win the lock straight
-        // back) before somebody else has taken it.
+        // back) before somebody else has taken it. With a spin limit, watch
+        // for the switch before sleeping: the waiter that asked spins too,
+        // and takes the lock within microseconds.
         room.switch_waiters += 1;
+        if let Some(limit) = self.inner.spin {
+            drop(room);
+            spin_while(limit, || self.inner.hot.last_holder.load(Relaxed) == token.get());
+            room = slow.mutex.lock_spinning(limit);
+        }
         while self.inner.hot.last_holder.load(Relaxed) == token.get() && room.census.waiters() > 0 {
             slow.switch_cond.wait(&mut room);
         }

@@ -70,12 +70,20 @@ impl Gil {
         // The switch number of the holder whose slice's end this waiter
         // has already asked for.
         let mut sliced: Option<u64> = None;
+        // The switch number of the I/O-class holder this waiter has spun
+        // for, and whether the last round did.
+        let mut spun_on: Option<u64> = None;
+        let mut spun = false;
         loop {
             let s = hot.word.load(Relaxed);
             let may_take = self.may_take_queued(&mut room, w);
             if may_take && self.try_lock_word() {
+                if spun {
+                    self.took_after_spin();
+                }
                 break;
             }
+            spun = false;
             // What this wait is for, and the switch number at its start.
             let mut holder_running = None;
             // Only the waiters that keep time wait with a timeout; the
@@ -123,11 +131,15 @@ impl Gil {
                     preempted = Some(sn);
                     // A starving waiter asks for itself, not to preempt.
                     room.asked.starving |= w.starving;
-                    let spun;
-                    (room, spun) = self.ask_at_once(slow, room, w, !w.starving);
-                    if spun {
+                    let asked_and_spun;
+                    (room, asked_and_spun) = self.ask_at_once(slow, room, w, !w.starving);
+                    if asked_and_spun {
                         continue;
                     }
+                }
+                (room, spun) = self.spin_while_io_holds(slow, room, w, (s, sn), &mut spun_on);
+                if spun {
+                    continue;
                 }
                 holder_running = Some(sn);
                 // A holder in its slice is asked to drop when the slice is

@@ -51,6 +51,29 @@ impl<T> Mutex<T> {
         assert_eq!(r, 0, "pthread_mutex_lock failed");
         MutexGuard { mutex: self }
     }
+
+    /// Locks, but while another thread holds the mutex tries again for up
+    /// to `limit` before sleeping: for a thread that has just spun for a
+    /// hand-off, whose counterpart holds the mutex for microseconds of
+    /// bookkeeping. Sleeping on the mutex there would cost the wake-up the
+    /// spin was meant to save.
+    pub(crate) fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
+        let start = Instant::now();
+        loop {
+            // SAFETY: as in `lock`; a failed try leaves the mutex as it was.
+            let r = unsafe { libc::pthread_mutex_trylock(self.raw.get()) };
+            if r == 0 {
+                return MutexGuard { mutex: self };
+            }
+            debug_assert_eq!(r, libc::EBUSY, "pthread_mutex_trylock failed");
+            if start.elapsed() >= limit {
+                return self.lock();
+            }
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+        }
+    }
 }
 
 impl<T> Drop for Mutex<T> {

@@ -479,6 +479,40 @@ fn priority_preemption_model(config: GilConfig) {
     });
 }
 
+#[test]
+fn a_cpu_waiter_spinning_for_an_io_holder_takes_the_lock_back() {
+    // As above, and C, having let go, asks for the lock again while I
+    // holds it: with a spin limit C spins (without the mutex) for I's
+    // release, then takes the lock or sleeps. Whatever the interleaving,
+    // both finish (I's release is not lost on a C that spun instead of
+    // waiting) and C ends up holding, plain and monitored.
+    for config in [GilConfig::new().spin_us(10), GilConfig::new().monitor(true).spin_us(10)] {
+        let config = config.policy(gil_core::Policy::Priority);
+        loom::model(move || {
+            let gil = Arc::new(Gil::new(config.clone()).unwrap());
+            let (c, i) = (tok(1), tok(2));
+            gil.acquire(c).unwrap();
+            gil.release(c, ReleaseReason::Forced).unwrap(); // nobody waits: returns at once
+            gil.acquire(c).unwrap(); // now a CPU-class holder
+            let io = {
+                let gil = gil.clone();
+                thread::spawn(move || {
+                    gil.acquire(i).unwrap();
+                    gil.release(i, ReleaseReason::Voluntary).unwrap();
+                })
+            };
+            while !gil.drop_requested() {
+                thread::yield_now();
+            }
+            gil.release(c, ReleaseReason::Forced).unwrap();
+            gil.acquire(c).unwrap();
+            assert_eq!(gil.holder(), Some(c));
+            io.join().unwrap();
+            gil.release(c, ReleaseReason::Final).unwrap();
+        });
+    }
+}
+
 // ---- the monitor ---------------------------------------------------------
 //
 // Under loom a monitored lock has no monitor thread: the clock thread's

@@ -278,63 +278,70 @@ def p99(values):
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-_pingpong_results = {}
+_runs = {}
+
+
+def per_round(interp, n, args, run):
+    """`run(interp, n, args)` once per interpreter, spinner count and round,
+    however many statistics of it are asked for: a second scenario reads
+    the first one's run (udpp99 udpmean's, pingpong99 pingpong's)."""
+    key = (run.__name__, interp.name, n, args.round)
+    if key not in _runs:
+        _runs[key] = run(interp, n, args)
+    return _runs[key]
+
+
+def pingpong_run(interp, n, args):
+    server = Server(interp, n)
+    try:
+        times = pingpong_times(server, args)
+    finally:
+        server.close()
+    return statistics.median(times) * 1e6, p99(times) * 1e6
 
 
 def pingpong(interp, n, args, stat):
-    # One run gives both statistics: the p99 pass reuses the median pass's run.
-    key = (interp.name, n, args.round)
-    if key not in _pingpong_results:
-        server = Server(interp, n)
-        try:
-            times = pingpong_times(server, args)
-        finally:
-            server.close()
-        _pingpong_results[key] = (statistics.median(times) * 1e6, p99(times) * 1e6)
-    median, tail = _pingpong_results[key]
+    median, tail = per_round(interp, n, args, pingpong_run)
     return median if stat == "median" else tail
 
 
-_udp_results = {}
+def udp_run(interp, n, args):
+    server = Server(interp, n, UDP_SERVER)
+    try:
+        c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        addr = ("127.0.0.1", server.port)
+        end = time.perf_counter() + args.seconds
+        sent = 0
+        while time.perf_counter() < end:
+            c.sendto(str(time.monotonic_ns()).encode(), addr)
+            sent += 1
+            time.sleep(0.005)
+        # Under the convoy the server may still be draining its backlog,
+        # and a full socket buffer drops datagrams ("done" too): repeat
+        # it every second, for up to 5 minutes.
+        c.settimeout(1)
+        reply = None
+        for _ in range(300):
+            c.sendto(b"done", addr)
+            try:
+                reply = c.recv(64).split()
+                break
+            except TimeoutError:
+                continue
+        if reply is None:
+            raise RuntimeError(f"{interp.name}: the UDP server did not answer in 5 minutes")
+        mean, tail, got = float(reply[0]), float(reply[1]), int(reply[2])
+        if got < sent:
+            print(f"  udp: {interp.name}, {n} spinners: {sent - got} of {sent} pings lost "
+                  "(the server's socket buffer overflowed); statistics of the rest", file=sys.stderr)
+        return mean, tail
+    finally:
+        server.close()
 
 
 def udp_ping(interp, n, args, stat):
-    # One run gives both statistics: the p99 pass reuses the mean pass's run.
-    key = (interp.name, n, args.round)
-    if key not in _udp_results:
-        server = Server(interp, n, UDP_SERVER)
-        try:
-            c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            addr = ("127.0.0.1", server.port)
-            end = time.perf_counter() + args.seconds
-            sent = 0
-            while time.perf_counter() < end:
-                c.sendto(str(time.monotonic_ns()).encode(), addr)
-                sent += 1
-                time.sleep(0.005)
-            # Under the convoy the server may still be draining its backlog,
-            # and a full socket buffer drops datagrams ("done" too): repeat
-            # it every second, for up to 5 minutes.
-            c.settimeout(1)
-            reply = None
-            for _ in range(300):
-                c.sendto(b"done", addr)
-                try:
-                    reply = c.recv(64).split()
-                    break
-                except TimeoutError:
-                    continue
-            if reply is None:
-                raise RuntimeError(f"{interp.name}: the UDP server did not answer in 5 minutes")
-            mean, p99, got = float(reply[0]), float(reply[1]), int(reply[2])
-            if got < sent:
-                print(f"  udp: {interp.name}, {n} spinners: {sent - got} of {sent} pings lost "
-                      "(the server's socket buffer overflowed); statistics of the rest", file=sys.stderr)
-            _udp_results[key] = (mean, p99)
-        finally:
-            server.close()
-    mean, p99 = _udp_results[key]
-    return mean if stat == "mean" else p99
+    mean, tail = per_round(interp, n, args, udp_run)
+    return mean if stat == "mean" else tail
 
 
 @contextlib.contextmanager

@@ -9,7 +9,8 @@
 #
 # Builds both interpreters first (cached: cpython/build.sh --stock) and
 # installs wrk with apt-get if it is missing. With the defaults (4 x 3 cells,
-# 8 interpreters, 3 rounds of 5 s) it takes about 45 minutes.
+# 9 interpreters and the processes control, 3 rounds of 5 s) it takes about
+# 50 minutes.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
@@ -36,6 +37,8 @@ py=(--python "stock=$STOCK_PYTHON")
 for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))"); do
     py+=(--python "$p=$RUSTGIL_PYTHON PYTHON_RUST_GIL=$p")
 done
+# The bounded spin on top of the priority class, as in policies.sh.
+py+=(--python "priority+spin50=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,spin_us=50")
 
 python3 "$repo/cpython/bench/server.py" "${py[@]}" --out "$out" --json "${out%.md}.json" "${extra[@]}" >/dev/null
 echo "server.sh: wrote $out and ${out%.md}.json" >&2

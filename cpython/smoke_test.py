@@ -53,7 +53,8 @@ class RustGilSmoke(unittest.TestCase):
         self.assertRegex(_rustgil.version, r"^\d+\.\d+\.\d+$")
         self.assertEqual(_rustgil.policy(), EXPECTED_POLICY)
         counters = {"acquisitions", "switches", "drop_requests", "forced_switches", "wait_ns",
-                    "preemptions", "lazy_releases", "lazy_takeovers", "starvation_promotions"}
+                    "preemptions", "lazy_releases", "lazy_takeovers", "starvation_promotions",
+                    "cpu_spin_takes"}
         self.assertEqual(set(_rustgil.counters()), counters)
         self.assertEqual(set(_rustgil.stats()),
                          counters | {"histograms_enabled", "wait_histogram", "hold_histogram",

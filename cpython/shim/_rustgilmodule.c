@@ -25,7 +25,7 @@
  *   _rustgil.counters()        dict: acquisitions, switches, drop_requests,
  *                              forced_switches, wait_ns, preemptions,
  *                              lazy_releases, lazy_takeovers,
- *                              starvation_promotions
+ *                              starvation_promotions, cpu_spin_takes
  *   _rustgil.enable_histograms(on=True), _rustgil.reset_histograms()
  *   _rustgil.stats()           dict: the counters, plus histograms_enabled
  *                              and wait_histogram / hold_histogram (lists of
@@ -532,7 +532,8 @@ counters_dict(gil_t *lock)
         set_u64(d, "forced_switches", c.forced_switches) < 0 || set_u64(d, "wait_ns", c.wait_ns) < 0 ||
         set_u64(d, "preemptions", c.preemptions) < 0 || set_u64(d, "lazy_releases", c.lazy_releases) < 0 ||
         set_u64(d, "lazy_takeovers", c.lazy_takeovers) < 0 ||
-        set_u64(d, "starvation_promotions", c.starvation_promotions) < 0) {
+        set_u64(d, "starvation_promotions", c.starvation_promotions) < 0 ||
+        set_u64(d, "cpu_spin_takes", c.cpu_spin_takes) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -1153,7 +1154,7 @@ static PyMethodDef rustgil_methods[] = {
     {"counters", rustgil_counters, METH_NOARGS,
      "counters()\n--\n\nThe current interpreter's GIL counters: acquisitions, switches,\n"
      "drop_requests, forced_switches, wait_ns, preemptions, lazy_releases,\n"
-     "lazy_takeovers, starvation_promotions."},
+     "lazy_takeovers, starvation_promotions, cpu_spin_takes."},
     {"stats", rustgil_stats, METH_NOARGS,
      "stats()\n--\n\nThe counters, plus histograms_enabled and wait_histogram /\n"
      "hold_histogram: 64 counts each, bucket i counting [2**i, 2**(i+1)) ns;\n"

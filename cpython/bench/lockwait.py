@@ -1,0 +1,169 @@
+"""Where an I/O thread's latency goes: waiting for the lock, or not.
+
+Runs under an interpreter built --with-rust-gil (it needs ``_rustgil``):
+
+    $RUSTGIL_PYTHON cpython/bench/lockwait.py udp --spinners 2 [--seconds 2]
+    $RUSTGIL_PYTHON cpython/bench/lockwait.py asyncio --clients 10 --spinners 1
+
+The policy is the interpreter's (``PYTHON_RUST_GIL=priority,spin_us=50``).
+
+``udp``: gilbench.py's UDP ping. The main thread receives a datagram
+carrying its send time (CLOCK_MONOTONIC) every 5 ms from a client process,
+beside N spinning threads. For each datagram it records the delivery
+latency and, with ``_rustgil.measure()`` around the ``recvfrom``, the time
+it then waited for the lock. Latency minus that wait is time the lock
+cannot see: the datagram in the kernel, the woken thread runnable but not
+running. Prints both: p50, p99, max.
+
+``asyncio``: gilbench.py's asyncio echo server in this process (its event
+loop on the main thread, N spinning threads), with C client threads in a
+client process sending 100-byte requests back to back. Prints requests/s
+and the lock's counters per request: acquisitions, switches (a thread
+taking the lock after another), drop requests, and takes by a CPU thread
+that spun for an I/O holder (``spin_us``).
+"""
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+try:
+    import _rustgil
+except ImportError:
+    sys.exit("lockwait.py: needs an interpreter configured --with-rust-gil (no _rustgil)")
+
+UDP_CLIENT = r'''
+import socket, sys, time
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    c.sendto(str(time.monotonic_ns()).encode(), ("127.0.0.1", port))
+    time.sleep(0.005)
+c.sendto(b"done", ("127.0.0.1", port))
+'''
+
+ASYNCIO_CLIENT = r'''
+import socket, sys, threading, time
+port, clients, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+counts = [0] * clients
+def client(i):
+    c = socket.create_connection(("127.0.0.1", port))
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    msg = b"p" * 100
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        c.sendall(msg)
+        left = len(msg)
+        while left:
+            left -= len(c.recv(left))
+        counts[i] += 1
+    c.close()
+ts = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(sum(counts))
+'''
+
+COUNTERS = ("acquisitions", "switches", "drop_requests", "forced_switches", "cpu_spin_takes")
+
+
+def spin():
+    while True:
+        pass
+
+
+def quantiles(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2], xs[min(len(xs) - 1, int(len(xs) * 0.99))], xs[-1]
+
+
+def udp(args):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    client = subprocess.Popen([args.client_python, "-c", UDP_CLIENT, str(s.getsockname()[1]),
+                               str(args.seconds)])
+    # The client's "done" can be lost if a backlog fills the socket buffer
+    # (under a convoy): give up waiting some time after the last datagram.
+    s.settimeout(args.seconds + 10)
+    latency, wait = [], []
+    while True:
+        try:
+            with _rustgil.measure() as m:
+                data, _ = s.recvfrom(64)
+        except TimeoutError:
+            break
+        now = time.monotonic_ns()
+        if data == b"done":
+            break
+        latency.append(now - int(data))
+        wait.append(m.wait_ns)
+    client.wait()
+    rest = [lat - w for lat, w in zip(latency, wait)]
+    print(f"udp, {args.spinners} spinning threads, {_rustgil.policy()} (spin {_rustgil.spin() * 1e6:.0f} us), "
+          f"{len(latency)} datagrams:")
+    for name, xs in (("delivery latency", latency), ("  waiting for the lock", wait),
+                     ("  the rest (kernel, run queue)", rest)):
+        p50, p99, top = quantiles(xs)
+        print(f"  {name:32} p50 {p50 / 1e3:8.1f} us  p99 {p99 / 1e3:8.1f} us  max {top / 1e3:8.1f} us")
+    late = [i for i, lat in enumerate(latency) if lat >= quantiles(latency)[1]]
+    lock_bound = sum(1 for i in late if wait[i] * 2 >= latency[i])
+    print(f"  of the {len(late)} slowest (p99 and above), {lock_bound} spent at least half "
+          "their latency waiting for the lock")
+
+
+def asyncio_echo(args):
+    async def handle(reader, writer):
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while data := await reader.read(100):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        before = _rustgil.counters()
+        client = await asyncio.create_subprocess_exec(
+            args.client_python, "-c", ASYNCIO_CLIENT, str(port), str(args.clients), str(args.seconds),
+            stdout=asyncio.subprocess.PIPE)
+        out, _ = await client.communicate()
+        after = _rustgil.counters()
+        server.close()
+        return int(out), {k: after[k] - before[k] for k in COUNTERS}
+
+    requests, delta = asyncio.run(main())
+    print(f"asyncio, {args.clients} clients, {args.spinners} spinning threads, {_rustgil.policy()} "
+          f"(spin {_rustgil.spin() * 1e6:.0f} us): {requests / args.seconds:.0f} req/s")
+    print("  per request: " + ", ".join(f"{k} {delta[k] / max(requests, 1):.2f}" for k in COUNTERS))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", choices=("udp", "asyncio"))
+    p.add_argument("--spinners", type=int, default=2)
+    p.add_argument("--clients", type=int, default=10, help="asyncio: client threads (default 10)")
+    p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--client-python", default="python3",
+                   help="the interpreter of the client process (default python3 on PATH)")
+    args = p.parse_args()
+    if args.spinners < 0 or args.clients < 1 or args.seconds <= 0:
+        p.error("--spinners must be >= 0, --clients >= 1 and --seconds > 0")
+    if not _rustgil.thread_stats_enabled():
+        _rustgil.set_thread_stats(True)
+    for _ in range(args.spinners):
+        threading.Thread(target=spin, daemon=True).start()
+    time.sleep(0.2)  # let the spinners get going, as gilbench.py does
+    udp(args) if args.scenario == "udp" else asyncio_echo(args)
+    sys.stdout.flush()
+    os._exit(0)  # the spinners never end
+
+
+if __name__ == "__main__":
+    main()

@@ -348,10 +348,12 @@ impl GilConfig {
     ///   switching);
     /// - priority policy: a CPU-class waiter while an I/O-class thread holds
     ///   the lock (one such waiter at a time, once per holder). The I/O
-    ///   thread lets go around its next call; the CPU thread takes the lock
-    ///   back at once, and that release wakes nobody. This is what keeps a
-    ///   CPU thread on its CPU beside an I/O thread, as a separate process
-    ///   would be ([`Counters::cpu_spin_takes`](crate::Counters)).
+    ///   thread lets go around its next call; if the lock stays free for
+    ///   20 µs (the call did not return at once), the CPU thread takes it
+    ///   back, and that release wakes nobody. This is what keeps a CPU
+    ///   thread on its CPU beside an I/O thread, as a separate process
+    ///   would be ([`Counters::cpu_spin_takes`](crate::Counters)), without
+    ///   making every quick call of the I/O thread a hand-off.
     ///
     /// 0 (the default): no spinning, as CPython. On a machine with one CPU
     /// (`std::thread::available_parallelism`) no thread spins, whatever the

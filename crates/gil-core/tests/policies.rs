@@ -224,7 +224,7 @@ fn priority_a_displaced_cpu_thread_spins_for_the_io_holder() {
     let cpus = thread::available_parallelism().map_or(2, |n| n.get());
     for preset in ["priority", "priority-monitor"] {
         for spin_us in [0, gil_core::MAX_SPIN_US] {
-            let takes = displaced_rounds(GilConfig::preset(preset).unwrap().spin_us(spin_us), 50);
+            let (takes, _) = displaced_rounds(GilConfig::preset(preset).unwrap().spin_us(spin_us), 50, false);
             if spin_us > 0 && cpus > 1 {
                 assert!(
                     takes > 0,
@@ -239,9 +239,12 @@ fn priority_a_displaced_cpu_thread_spins_for_the_io_holder() {
 
 /// `rounds` times, an I/O-class thread preempts a CPU-class holder, and
 /// lets go once the CPU thread, having answered, waits for the lock again
-/// (and 200 µs more: its work under the lock). The lock's `cpu_spin_takes`
-/// after.
-fn displaced_rounds(config: GilConfig, rounds: usize) -> u64 {
+/// (and 200 µs more: its work under the lock). With `quick_call`, it first
+/// lets go around a call that returns at once (2 µs) and takes the lock
+/// back. The lock's `cpu_spin_takes` after, and in how many rounds the I/O
+/// thread came back from the quick call with nobody having taken the lock
+/// in between.
+fn displaced_rounds(config: GilConfig, rounds: usize, quick_call: bool) -> (u64, usize) {
     let gil = Arc::new(Gil::new(config.switch_interval_us(60_000_000)).unwrap());
     let (cpu, io) = (tok(1), tok(2));
     let cpu_waits = Arc::new(AtomicU64::new(0));
@@ -269,15 +272,26 @@ fn displaced_rounds(config: GilConfig, rounds: usize) -> u64 {
             gil.release(cpu, ReleaseReason::Final).unwrap();
         })
     };
+    let busy = |us| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_micros(us) {
+            std::hint::spin_loop();
+        }
+    };
+    let mut came_back = 0;
     for _ in 0..rounds {
         let waits = cpu_waits.load(Ordering::SeqCst);
         gil.acquire(io).unwrap(); // preempts the CPU thread at once
         while cpu_waits.load(Ordering::SeqCst) == waits {
             thread::yield_now();
         }
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_micros(200) {
-            std::hint::spin_loop();
+        busy(200);
+        if quick_call {
+            let switches = gil.switch_number();
+            gil.release(io, ReleaseReason::Voluntary).unwrap();
+            busy(2);
+            gil.acquire(io).unwrap();
+            came_back += usize::from(gil.switch_number() == switches);
         }
         gil.release(io, ReleaseReason::Voluntary).unwrap();
         while gil.holder() != Some(cpu) {
@@ -286,7 +300,29 @@ fn displaced_rounds(config: GilConfig, rounds: usize) -> u64 {
     }
     stop.store(true, Ordering::SeqCst);
     cpu_thread.join().unwrap();
-    gil.counters().cpu_spin_takes
+    (gil.counters().cpu_spin_takes, came_back)
+}
+
+/// A CPU-class thread spinning for an I/O-class holder lets it come back
+/// from a call that returns at once: it takes the lock only once the lock
+/// has stayed free for a while (`SPIN_GRACE`), so an event loop's quick
+/// sends are not hand-offs. Taking it the moment it came free, the CPU
+/// thread won nearly every such race, and the I/O thread had to ask for
+/// the lock back. At least half of 50 rounds must see the I/O thread back
+/// first (a round is lost only if the OS deschedules it for the grace).
+#[test]
+fn priority_a_cpu_thread_spinning_for_an_io_holder_lets_it_back_from_a_quick_call() {
+    let _serial = one_at_a_time();
+    for preset in ["priority", "priority-monitor"] {
+        let config = GilConfig::preset(preset).unwrap().spin_us(gil_core::MAX_SPIN_US);
+        let (_, came_back) = displaced_rounds(config, 50, true);
+        assert!(
+            came_back >= 25,
+            "{preset}: the spinning CPU thread took the lock during the I/O thread's quick call \
+             in {} of 50 rounds",
+            50 - came_back
+        );
+    }
 }
 
 /// A thread that had to be asked to drop is CPU-class even if it answers

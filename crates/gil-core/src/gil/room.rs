@@ -27,9 +27,8 @@ use crate::{Policy, Token};
 /// lock free before taking it (within the spin limit): longer than the
 /// calls that return at once (a 100-byte send or a poll that finds data
 /// ready takes a few microseconds in Python), so that the I/O thread takes
-/// it straight back. With it, an asyncio server beside a CPU thread made
-/// about one switch per request instead of 3.6 (`docs/policies.md`, "The
-/// spin's grace").
+/// it straight back instead of asking for it back (`docs/policies.md`,
+/// "The spin's grace", has the measurements).
 pub(super) const SPIN_GRACE: Duration = Duration::from_micros(20);
 
 /// The waiting room's bookkeeping, only touched under `Slow::mutex`.

@@ -61,7 +61,9 @@ class RustGilSmoke(unittest.TestCase):
                                      "wait_histogram_fine", "hold_histogram_fine"})
         self.assertEqual(_rustgil.lazy_release() > 0, "lazy" in EXPECTED_POLICY)
         self.assertEqual(_rustgil.monitor(), EXPECTED_POLICY.endswith("monitor"))
-        self.assertEqual(_rustgil.spin(), 0.0)
+        # The priority presets spin 50 us for a hand-off unless spin_us= is
+        # given; the others do not spin.
+        self.assertEqual(round(_rustgil.spin() * 1e6), 50 if EXPECTED_POLICY.startswith("priority") else 0)
         self.assertEqual(_rustgil.laps(), 0)
 
     def test_counters_move_when_threads_contend(self):
@@ -719,8 +721,12 @@ class RustGilSmoke(unittest.TestCase):
         for value, expected in [("priority-lazy,lazy_us=30,spin_us=20", "priority-lazy 30 20 0"),
                                 ("priority-lazy,spin_us=20,lazy_us=30", "priority-lazy 30 20 0"),
                                 ("priority,spin_us=0", "priority 0 0 0"),
-                                ("priority,laps=3", "priority 0 0 3"),
-                                ("monitor,laps=16", "monitor 0 0 16")]:
+                                ("priority,spin_us=200", "priority 0 200 0"),
+                                # The priority presets' spin when none is given.
+                                ("priority,laps=3", "priority 0 50 3"),
+                                ("priority-lazy-monitor", "priority-lazy-monitor 50 50 0"),
+                                ("monitor,laps=16", "monitor 0 0 16"),
+                                ("classic", "classic 0 0 0")]:
             r = self.run_python(code, PYTHON_RUST_GIL=value)
             self.assertEqual((r.returncode, r.stdout.strip()), (0, expected), r.stderr)
         for bad, message in [

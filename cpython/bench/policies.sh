@@ -20,13 +20,13 @@ done
 eval "$(bash "$repo/cpython/build.sh" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
 py=(--python "stock=$STOCK_PYTHON")
 names=(stock)
-# Every preset, and the bounded spin on top of the priority class.
+# Every preset, and the priority class without its spin (the default before it).
 for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))"); do
     py+=(--python "$p=$RUSTGIL_PYTHON PYTHON_RUST_GIL=$p")
     names+=("$p")
 done
-py+=(--python "priority+spin50=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,spin_us=50")
-names+=(priority+spin50)
+py+=(--python "priority+spin0=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,spin_us=0")
+names+=(priority+spin0)
 
 # Parts are kept until the report is written, so an interrupted run resumes.
 tmp="$repo/build/bench-parts"

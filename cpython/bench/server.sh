@@ -37,8 +37,8 @@ py=(--python "stock=$STOCK_PYTHON")
 for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))"); do
     py+=(--python "$p=$RUSTGIL_PYTHON PYTHON_RUST_GIL=$p")
 done
-# The bounded spin on top of the priority class, as in policies.sh.
-py+=(--python "priority+spin50=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,spin_us=50")
+# The priority class without its spin, as in policies.sh.
+py+=(--python "priority+spin0=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,spin_us=0")
 
 python3 "$repo/cpython/bench/server.py" "${py[@]}" --out "$out" --json "${out%.md}.json" "${extra[@]}" >/dev/null
 echo "server.sh: wrote $out and ${out%.md}.json" >&2

@@ -40,7 +40,8 @@
  *     -X rust_gil=..., else PYTHON_RUST_GIL
  *     (or its earlier name PYTHONRUSTGIL; both ignored under -E / -I, like
  *     PYTHON_GIL), else the build's default (--with-rust-gil-policy); see
- *     rustgil_config_from_options. Read once, when the main interpreter
+ *     rustgil_config_from_options. The presets of the priority policy
+ *     spin 50 us for a hand-off unless spin_us= says otherwise. Read once, when the main interpreter
  *     creates its GIL. Anything malformed ends start-up as a bad PYTHONMALLOC
  *     does (a message, exit status 1), never a silent default.
  */
@@ -67,6 +68,9 @@
 #else
 #  define RUSTGIL_DEFAULT_POLICY "priority"
 #endif
+/* The spin the presets of the priority policy start with, unless spin_us=
+   is given (docs/policies.md, "The spin by default"). */
+#define RUSTGIL_PRIORITY_SPIN_US 50
 
 /* Set by _Py_HandlePending just before it detaches to answer a drop
    request; consumed by the drop_gil that detach performs. */
@@ -182,6 +186,13 @@ rustgil_config_from_options(gil_config_t *config, gil_options_t *observe)
         static char message[1024];
         snprintf(message, sizeof message, "%s=%s", source, why);
         Py_ExitStatusException(_PyStatus_ERR(message));
+    }
+    /* The priority presets spin for each hand-off unless spin_us= says
+       otherwise: a CPU thread displaced by an I/O thread stays on its CPU,
+       as the same work in another process would, and the I/O thread's
+       quick calls need no sleep and no wake-up. */
+    if (!(observe->given & GIL_OPTION_SPIN_US) && config->policy == GIL_POLICY_PRIORITY) {
+        config->spin_us = RUSTGIL_PRIORITY_SPIN_US;
     }
     rustgil_options_source = source;
     snprintf(rustgil_options_value, sizeof rustgil_options_value, "%s", value);

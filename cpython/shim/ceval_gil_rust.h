@@ -41,9 +41,10 @@
  *     (or its earlier name PYTHONRUSTGIL; both ignored under -E / -I, like
  *     PYTHON_GIL), else the build's default (--with-rust-gil-policy); see
  *     rustgil_config_from_options. The presets of the priority policy
- *     spin 50 us for a hand-off unless spin_us= says otherwise. Read once, when the main interpreter
- *     creates its GIL. Anything malformed ends start-up as a bad PYTHONMALLOC
- *     does (a message, exit status 1), never a silent default.
+ *     spin 50 us for a hand-off unless spin_us= says otherwise. Read once,
+ *     when the main interpreter creates its GIL. Anything malformed ends
+ *     start-up as a bad PYTHONMALLOC does (a message, exit status 1), never
+ *     a silent default.
  */
 
 #ifdef Py_GIL_DISABLED

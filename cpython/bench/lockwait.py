@@ -5,7 +5,7 @@ Runs under an interpreter built --with-rust-gil (it needs ``_rustgil``):
     $RUSTGIL_PYTHON cpython/bench/lockwait.py udp --spinners 2 [--seconds 2]
     $RUSTGIL_PYTHON cpython/bench/lockwait.py asyncio --clients 10 --spinners 1
 
-The policy is the interpreter's (``PYTHON_RUST_GIL=priority,spin_us=50``).
+The policy is the interpreter's (``PYTHON_RUST_GIL=priority,spin_us=0``, say).
 
 ``udp``: gilbench.py's UDP ping. The main thread receives a datagram
 carrying its send time (CLOCK_MONOTONIC) every 5 ms from a client process,

@@ -4,7 +4,7 @@
 #   0. the patch without the module changes no machine code;
 #   1. start-up errors: a bad MICROPY_RUST_GIL stops start-up, naming it;
 #   2. micropython/smoke_test.py under every preset, and a clean exit while
-#      threads wait for the lock (exit_with_threads.py, 60 runs);
+#      threads wait for the lock (exit_with_threads.py, 200 runs);
 #   3. MicroPython's own test suite (tests/run-tests.py: basics, thread,
 #      extmod, micropython, float, ...) on the lock under priority (the
 #      default) and classic, and on the stock-GIL build for comparison;
@@ -96,13 +96,15 @@ for p in $presets; do
         "$repo/micropython/smoke_test.py" || die "smoke test failed under $p"
 done
 
-# Exiting cancels the other threads (asynchronously) while they wait for
-# the lock or are about to: the process must still end with status 0.
-say "exit while threads wait for the lock: 60 runs under priority and classic"
-for i in $(seq 30); do
+# Exiting cancels the other threads while they wait for the lock, hold it
+# in turn, go in and out of it or block outside the VM: the process must
+# still end with status 0, having printed "exit".
+say "exit while threads wait for the lock: 200 runs under priority and classic"
+for i in $(seq 100); do
     for p in priority classic; do
         out=$(MICROPY_RUST_GIL=$p timeout 60 "$MICROPY_RUSTGIL" "$repo/micropython/exit_with_threads.py" 3 2>&1) \
             || die "exit_with_threads.py under $p, run $i: status $? ($out)"
+        [ "$out" = exit ] || die "exit_with_threads.py under $p, run $i: printed '$out', not 'exit'"
     done
 done
 

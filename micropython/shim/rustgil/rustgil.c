@@ -74,25 +74,31 @@ static void rustgil_fatal(const char *call, gil_result_t r) {
 }
 
 /* MicroPython's unix port makes its threads asynchronously cancellable
-   (mp_thread_create) and cancels the others at exit (mp_thread_deinit)
-   while they wait for the GIL. An asynchronous cancel inside the library
-   would unwind through Rust frames, which aborts the process ("FATAL:
-   exception not rethrown"). So each lock call that can block runs with
-   deferred cancellation (the library's waits are no cancellation points),
-   and the thread's type is restored here, in C, where a pending cancel
-   then acts. A thread cancelled that way has just taken the lock (the
-   stock GIL's waiter would have died without it): the cleanup handler
-   gives it back with a final release, so a thread that still runs (the
-   exiting main thread, or an embedder's) can take it again. The VM's
-   drop-request poll itself needs none of this: only the GIL's holder runs
-   it, and the thread that cancels the others holds the GIL. */
-static int rustgil_defer_cancel(void) {
-    #ifdef __ANDROID__
-    return 0;
-    #else
-    int old = PTHREAD_CANCEL_DEFERRED;
-    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old);
-    return old;
+   (mp_thread_start) and cancels the others at exit (mp_thread_deinit),
+   holding the GIL, while they wait for it or block outside the VM. A
+   cancel acted on inside the library would unwind through Rust frames,
+   which aborts the process ("FATAL: exception not rethrown").
+
+   Deferred cancellation around each lock call is not enough: glibc before
+   2.41 acts on a cancel signal sent while the thread was asynchronous when
+   the signal arrives later, inside a cancellable system call, even with
+   cancellation disabled; the library's wait for the lock is one. So from
+   its first call on the lock a thread stays deferred, and the shim acts on
+   a pending cancel itself, in C, after each call (pthread_testcancel).
+   Asynchronous again after a call, a thread could receive the signal
+   between two calls and carry it into the next wait.
+
+   What this changes for MicroPython: a thread can only be cancelled while
+   it does not hold the GIL (the canceller holds it), and then it dies at
+   its next cancellation point (a read, a sleep, a poll) or when it next
+   takes the lock, not at once. A thread cancelled with the lock just taken
+   gives it back first (the cleanup handler, a final release), so a thread
+   that still runs (the exiting main thread, an embedder's) can take it
+   again. The VM's drop-request poll needs none of this: only the GIL's
+   holder runs it. */
+static void rustgil_defer_cancel(void) {
+    #ifndef __ANDROID__
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
     #endif
 }
 
@@ -101,23 +107,18 @@ static void rustgil_release_on_cancel(void *token) {
     (void)gil_release(rustgil_lock, token, GIL_RELEASE_FINAL);
 }
 
-/* Restores the cancel type saved by rustgil_defer_cancel; holding says
-   whether this thread now holds the lock (then a cancel acted on here
-   releases it first). */
-static void rustgil_restore_cancel(int old, int holding) {
+/* Acts on a pending cancel, after a lock call; holding says whether this
+   thread now holds the lock (then it releases it first). */
+static void rustgil_act_on_cancel(int holding) {
     #ifndef __ANDROID__
-    if (old == PTHREAD_CANCEL_DEFERRED) {
-        return;
-    }
     if (holding) {
         pthread_cleanup_push(rustgil_release_on_cancel, mp_thread_get_state());
-        pthread_setcanceltype(old, NULL);
+        pthread_testcancel();
         pthread_cleanup_pop(0);
     } else {
-        pthread_setcanceltype(old, NULL);
+        pthread_testcancel();
     }
     #else
-    (void)old;
     (void)holding;
     #endif
 }
@@ -182,24 +183,24 @@ void mp_thread_gil_init(void) {
 void mp_thread_gil_enter(void) {
     /* Callers read errno after re-entering (MP_HAL_RETRY_SYSCALL). */
     int saved = errno;
-    int cancel = rustgil_defer_cancel();
+    rustgil_defer_cancel();
     gil_result_t r = gil_acquire(rustgil_lock, rustgil_token());
     if (r != GIL_OK) {
         rustgil_fatal("gil_acquire", r);
     }
     errno = saved;
-    rustgil_restore_cancel(cancel, 1);
+    rustgil_act_on_cancel(1);
 }
 
 static void rustgil_release(gil_release_reason_t reason) {
     int saved = errno;
-    int cancel = rustgil_defer_cancel();
+    rustgil_defer_cancel();
     gil_result_t r = gil_release(rustgil_lock, rustgil_token(), reason);
     if (r != GIL_OK) {
         rustgil_fatal("gil_release", r);
     }
     errno = saved;
-    rustgil_restore_cancel(cancel, 0);
+    rustgil_act_on_cancel(0);
 }
 
 void mp_thread_gil_exit(void) {
@@ -215,12 +216,12 @@ void mp_thread_gil_bounce(void) {
     if (!gil_drop_requested(rustgil_lock)) {
         return;
     }
-    int cancel = rustgil_defer_cancel();
+    rustgil_defer_cancel();
     gil_result_t r = gil_handle_drop_request(rustgil_lock, rustgil_token(), NULL);
     if (r != GIL_OK) {
         rustgil_fatal("gil_handle_drop_request", r);
     }
-    rustgil_restore_cancel(cancel, 1);
+    rustgil_act_on_cancel(1);
 }
 
 /* ---- the rustgil module --------------------------------------------------- */

@@ -20,7 +20,11 @@
  * inside one (write, printf, pthread_testcancel) does not act there, and a
  * pending deferred pthread_cancel acts at the thread's next cancellation
  * point after the library call returns. A thread with asynchronous
- * cancellation must switch to deferred around calls on the lock.
+ * cancellation must switch to deferred before its first call on the lock
+ * and stay deferred: switching only around each call is not enough, since
+ * glibc before 2.41 acts on a cancel signal sent while the thread was
+ * asynchronous when it arrives later, inside a wait of the library,
+ * cancellation disabled or not.
  */
 
 #ifndef GIL_H
@@ -642,8 +646,8 @@ gil_result_t gil_free(gil_t *gil);
 // request on the holder. On Linux, waiting is no cancellation point for a
 // thread with deferred cancellation (as for `pthread_mutex_lock`): a
 // `pthread_cancel` takes effect at its next cancellation point after the
-// call; a thread with asynchronous cancellation must switch to deferred
-// around calls on the lock. Any thread; blocks.
+// call (a thread with asynchronous cancellation: see the header's
+// opening comment). Any thread; blocks.
 //
 // # Safety
 // `gil` is NULL or a live lock from `gil_new`.

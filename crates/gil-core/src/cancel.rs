@@ -12,9 +12,14 @@
 //! point after the library's call returns, as for `pthread_mutex_lock`.
 //!
 //! A thread with *asynchronous* cancellation may be cancelled anywhere,
-//! and also when a guard re-enables cancellation; such a host must switch
-//! to deferred around calls on the lock (MicroPython's unix port does; see
-//! micropython/shim). Linux only (glibc, musl): elsewhere the guard does
+//! and also when a guard re-enables cancellation. Switching it to deferred
+//! only around calls on the lock is not enough: glibc before 2.41 acts on
+//! a cancel signal sent while the thread was asynchronous when the signal
+//! arrives later, inside a cancellable system call (the condition-variable
+//! waits), whatever the thread's state and type are by then. So such a
+//! thread must be deferred from its first call on the lock and stay so;
+//! MicroPython's shim does this and acts on a pending cancel itself after
+//! each call (see micropython/shim). Linux only (glibc, musl): elsewhere the guard does
 //! nothing, and so it does under loom, whose model threads share one OS
 //! thread (nested guards of two of them would restore out of order).
 

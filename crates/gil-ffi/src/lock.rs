@@ -161,8 +161,8 @@ pub unsafe extern "C" fn gil_free(gil: *mut gil_t) -> gil_result_t {
 /// request on the holder. On Linux, waiting is no cancellation point for a
 /// thread with deferred cancellation (as for `pthread_mutex_lock`): a
 /// `pthread_cancel` takes effect at its next cancellation point after the
-/// call; a thread with asynchronous cancellation must switch to deferred
-/// around calls on the lock. Any thread; blocks.
+/// call (a thread with asynchronous cancellation: see the header's
+/// opening comment). Any thread; blocks.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock from `gil_new`.

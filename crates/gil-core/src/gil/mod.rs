@@ -206,7 +206,7 @@ impl Gil {
     /// once. On Linux, waiting is no cancellation point for a thread with
     /// deferred cancellation: a `pthread_cancel` takes effect at its next
     /// cancellation point after the call (a thread with asynchronous
-    /// cancellation must switch to deferred around calls on the lock).
+    /// cancellation: see [`crate::cancel`]).
     ///
     /// # Errors
     /// [`GilError::AlreadyHeld`] if `token` holds it already. A token that

@@ -20,7 +20,11 @@ loop on the main thread, N spinning threads), with C client threads in a
 client process sending 100-byte requests back to back. Prints requests/s
 and the lock's counters per request: acquisitions, switches (a thread
 taking the lock after another), drop requests, and takes by a CPU thread
-that spun for an I/O holder (``spin_us``).
+that spun for an I/O holder (``spin_us``); then, from the per-thread
+accounting, each thread's time per request waiting for the lock, holding
+it, and in blocking calls with it released. The event loop's wait is what
+the lock costs a request; a longer hold than with no spinner is time the
+lock does not see (see samespace.py).
 """
 
 import argparse
@@ -129,19 +133,32 @@ def asyncio_echo(args):
     async def main():
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        before = _rustgil.counters()
+        before, threads_before = _rustgil.counters(), _rustgil.thread_stats()
         client = await asyncio.create_subprocess_exec(
             args.client_python, "-c", ASYNCIO_CLIENT, str(port), str(args.clients), str(args.seconds),
             stdout=asyncio.subprocess.PIPE)
         out, _ = await client.communicate()
-        after = _rustgil.counters()
+        after, threads_after = _rustgil.counters(), _rustgil.thread_stats()
         server.close()
-        return int(out), {k: after[k] - before[k] for k in COUNTERS}
+        return int(out), {k: after[k] - before[k] for k in COUNTERS}, threads_before, threads_after
 
-    requests, delta = asyncio.run(main())
+    requests, delta, threads_before, threads_after = asyncio.run(main())
+    per = max(requests, 1)
     print(f"asyncio, {args.clients} clients, {args.spinners} spinning threads, {_rustgil.policy()} "
           f"(spin {_rustgil.spin() * 1e6:.0f} us): {requests / args.seconds:.0f} req/s")
-    print("  per request: " + ", ".join(f"{k} {delta[k] / max(requests, 1):.2f}" for k in COUNTERS))
+    print("  per request: " + ", ".join(f"{k} {delta[k] / per:.2f}" for k in COUNTERS))
+    # Each thread's time per request: waiting for the lock, holding it, and
+    # in blocking calls with it released (the event loop's is the request's
+    # path; a spinner's wait is the time it was kept off the lock).
+    for ident, st in threads_after.items():
+        was = threads_before.get(ident)
+        if was is None:
+            continue
+        role = "event loop" if ident == threading.main_thread().ident else (st["name"] or str(ident))
+        print(f"  {role}: per request, waiting for the lock "
+              f"{(st['wait_ns'] - was['wait_ns']) / per / 1e3:.1f} us, holding it "
+              f"{(st['hold_ns'] - was['hold_ns']) / per / 1e3:.1f} us, in calls "
+              f"{(st['call_ns'] - was['call_ns']) / per / 1e3:.1f} us")
 
 
 def main():

@@ -1,9 +1,9 @@
-"""What one CPU-bound thread costs an asyncio server apart from the lock.
+"""What one CPU-bound thread costs an I/O server apart from the lock.
 
-    python3 cpython/bench/samespace.py --python NAME=PATH [--python ...] [--rounds 3] [--seconds 3]
+    python3 cpython/bench/samespace.py --python NAME=PATH [--python ...] \
+        [--scenario asyncio|echo] [--rounds 3] [--seconds 3]
 
-An asyncio echo server (1 client, 100-byte requests back to back, as
-gilbench.py's asyncio1) runs four ways, each round once each, beside:
+A server runs four ways, each round once each, beside:
 
   none      nothing;
   thread    a pure-Python spinning thread (takes the GIL, as gilbench.py's);
@@ -12,15 +12,23 @@ gilbench.py's asyncio1) runs four ways, each round once each, beside:
             almost never the lock;
   process   a spinning process (gilbench.py's processes control).
 
-It prints each interpreter's median req/s per way and the TLB shootdowns
-per request (the "TLB" line of /proc/interrupts, all CPUs; Linux only). A
-thread of the same process, busy on another CPU, makes each munmap and
-shrinking mremap of the server interrupt that CPU to flush its TLB; asyncio
-makes such calls for every request it reads (a 256 KiB receive buffer,
-mapped, shrunk and unmapped). A separate process shares no address space,
-so "process" pays none of it; "hash" pays it without the lock: the gap
-between "hash" and "process" is the address space's, between "thread" and
-"hash" the lock's.
+Scenarios (as gilbench.py's):
+  asyncio   an asyncio echo server, 1 client sending 100-byte requests back
+            to back for --seconds. Metric: requests/s.
+  echo      a blocking echo server (recv(8192) / sendall on the main
+            thread), 10 MB sent as 640 messages of 16 KB. Metric: seconds.
+
+It prints each interpreter's median per way, its ratio to "process", and
+the TLB shootdowns per request or message (the "TLB" line of
+/proc/interrupts, all CPUs; Linux only); on an interpreter built
+--with-rust-gil also the server thread's lock switches and lock wait per
+request or message (its per-thread accounting). A thread of the same
+process, busy on another CPU, makes each munmap and shrinking mremap of
+the server interrupt that CPU to flush its TLB; asyncio makes such calls
+for every request it reads (a 256 KiB receive buffer, mapped, shrunk and
+unmapped). A separate process shares no address space, so "process" pays
+none of it; "hash" pays it without the lock: the gap between "hash" and
+"process" is the address space's, between "thread" and "hash" the lock's.
 """
 import argparse
 import os
@@ -31,8 +39,13 @@ import sys
 
 SERVER = r'''
 import asyncio, hashlib, os, socket, subprocess, sys, threading, time
-way, seconds, client_python = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-CLIENT = """
+scenario, way, seconds, client_python = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+try:
+    import _rustgil
+    _rustgil.set_thread_stats(True)
+except ImportError:
+    _rustgil = None
+ASYNCIO_CLIENT = """
 import socket, sys, time
 port, seconds = int(sys.argv[1]), float(sys.argv[2])
 s = socket.create_connection(("127.0.0.1", port))
@@ -46,11 +59,23 @@ while time.monotonic() < end:
     n += 1
 print(n)
 """
+ECHO_CLIENT = """
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+msg = b"x" * 16384
+start = time.perf_counter()
+for _ in range(640):
+    s.sendall(msg)
+    left = len(msg)
+    while left:
+        left -= len(s.recv(left))
+print(time.perf_counter() - start)
+"""
 if way == "thread":
     def spin():
         while True:
-            for _ in range(1000):
-                pass
+            pass
     threading.Thread(target=spin, daemon=True).start()
 elif way == "hash":
     buf = bytes(64 << 20)
@@ -62,24 +87,48 @@ elif way == "process":
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
 time.sleep(0.2)
 
+def lock_stats():
+    if _rustgil is None:
+        return None
+    st = _rustgil.thread_stats()[threading.main_thread().ident]
+    return st["switches_in"], st["wait_ns"]
+
 async def handle(reader, writer):
     writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     while data := await reader.read(100):
         writer.write(data)
         await writer.drain()
 
-async def main():
+async def asyncio_main():
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     client = await asyncio.create_subprocess_exec(
-        client_python, "-c", CLIENT, str(port), str(seconds), stdout=asyncio.subprocess.PIPE)
+        client_python, "-c", ASYNCIO_CLIENT, str(port), str(seconds), stdout=asyncio.subprocess.PIPE)
     out, _ = await client.communicate()
     return int(out)
 
-n = asyncio.run(main())
+before = lock_stats()
+if scenario == "asyncio":
+    units = asyncio.run(asyncio_main())
+    metric = units / seconds
+else:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    client = subprocess.Popen([client_python, "-c", ECHO_CLIENT, str(listener.getsockname()[1])],
+                              stdout=subprocess.PIPE, text=True)
+    conn, _ = listener.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while data := conn.recv(8192):
+        conn.sendall(data)
+    units, metric = 640, float(client.communicate()[0])
+after = lock_stats()
 if way == "process":
     hog.kill()
-print(n)
+if before is None:
+    print(units, metric)
+else:
+    print(units, metric, after[0] - before[0], after[1] - before[1])
 sys.stdout.flush()
 os._exit(0)  # the busy threads never end
 '''
@@ -107,35 +156,50 @@ def parse_python(text):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--python", action="append", type=parse_python, required=True, metavar="NAME=PATH [ENV=V ...]")
+    p.add_argument("--scenario", choices=("asyncio", "echo"), default="asyncio")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--seconds", type=float, default=3.0, help="asyncio: the length of one run")
     p.add_argument("--client-python", default=sys.executable,
                    help="the interpreter of the client process (default: this one)")
     args = p.parse_args()
     if args.rounds < 1 or args.seconds <= 0:
         p.error("--rounds must be >= 1 and --seconds > 0")
-    rates = {(name, way): [] for name, _, _ in args.python for way in WAYS}
-    flushes = {(name, way): [] for name, _, _ in args.python for way in WAYS}
+    keys = [(name, way) for name, _, _ in args.python for way in WAYS]
+    metric = {k: [] for k in keys}
+    per_unit = {k: {"tlb": [], "switches": [], "wait": []} for k in keys}
     for _ in range(args.rounds):
         for name, path, env in args.python:
             for way in WAYS:
                 before = tlb_shootdowns()
-                out = subprocess.run([path, "-c", SERVER, way, str(args.seconds), args.client_python],
+                out = subprocess.run([path, "-c", SERVER, args.scenario, way, str(args.seconds), args.client_python],
                                      env={**os.environ, **env}, capture_output=True, text=True, check=True)
                 after = tlb_shootdowns()
-                n = int(out.stdout.split()[-1])
-                rates[name, way].append(n / args.seconds)
-                if before is not None and after is not None and n:
-                    flushes[name, way].append((after - before) / n)
-    print(f"asyncio echo, 1 client, {args.rounds} rounds of {args.seconds:g} s, medians")
-    print("| interpreter | beside | req/s | / process | TLB shootdowns per request |")
-    print("|---|---|---:|---:|---:|")
+                fields = out.stdout.split()
+                units = int(fields[0])
+                metric[name, way].append(float(fields[1]))
+                if before is not None and after is not None:
+                    per_unit[name, way]["tlb"].append((after - before) / units)
+                if len(fields) == 4:
+                    per_unit[name, way]["switches"].append(int(fields[2]) / units)
+                    per_unit[name, way]["wait"].append(int(fields[3]) / units / 1e3)
+    unit = "request" if args.scenario == "asyncio" else "message"
+    shown = "req/s" if args.scenario == "asyncio" else "seconds (lower is better)"
+    print(f"{args.scenario}, {args.rounds} rounds, medians")
+    print(f"| interpreter | beside | {shown} | / process | TLB shootdowns per {unit} | "
+          f"lock switches per {unit} | lock wait per {unit} |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+
+    def med(xs, fmt):
+        return fmt.format(statistics.median(xs)) if xs else "-"
+
     for name, _, _ in args.python:
-        limit = statistics.median(rates[name, "process"])
+        limit = statistics.median(metric[name, "process"])
         for way in WAYS:
-            r = statistics.median(rates[name, way])
-            f = f"{statistics.median(flushes[name, way]):.2f}" if flushes[name, way] else "-"
-            print(f"| {name} | {way} | {r:.0f} | {r / limit:.2f}x | {f} |")
+            m = statistics.median(metric[name, way])
+            u = per_unit[name, way]
+            value = f"{m:.0f}" if args.scenario == "asyncio" else f"{m:.4f}"
+            print(f"| {name} | {way} | {value} | {m / limit:.2f}x | {med(u['tlb'], '{:.2f}')} | "
+                  f"{med(u['switches'], '{:.2f}')} | {med(u['wait'], '{:.1f} us')} |")
 
 
 if __name__ == "__main__":

@@ -171,8 +171,14 @@ def main():
         for name, path, env in args.python:
             for way in WAYS:
                 before = tlb_shootdowns()
-                out = subprocess.run([path, "-c", SERVER, args.scenario, way, str(args.seconds), args.client_python],
-                                     env={**os.environ, **env}, capture_output=True, text=True, check=True)
+                try:
+                    out = subprocess.run([path, "-c", SERVER, args.scenario, way, str(args.seconds),
+                                          args.client_python],
+                                         env={**os.environ, **env}, capture_output=True, text=True, check=True)
+                except (OSError, subprocess.CalledProcessError) as e:
+                    detail = getattr(e, "stderr", None) or str(e)
+                    sys.exit(f"samespace.py: {name} ({path}), beside {way}: the server failed: "
+                             f"{detail.strip().splitlines()[-1] if detail.strip() else e}")
                 after = tlb_shootdowns()
                 fields = out.stdout.split()
                 units = int(fields[0])

@@ -32,10 +32,12 @@ none of it; "hash" pays it without the lock: the gap between "hash" and
 """
 import argparse
 import os
-import shlex
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gilbench import Interpreter  # noqa: E402  the --python NAME=PATH [ENV=V ...] parser
 
 SERVER = r'''
 import asyncio, hashlib, os, socket, subprocess, sys, threading, time
@@ -144,18 +146,9 @@ def tlb_shootdowns():
     return None
 
 
-def parse_python(text):
-    name, _, rest = text.partition("=")
-    words = shlex.split(rest)
-    if not name or not words:
-        raise argparse.ArgumentTypeError(f"--python {text!r}: expected NAME=PATH [ENV=VALUE ...]")
-    env = dict(w.split("=", 1) for w in words[1:] if "=" in w)
-    return name, words[0], env
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--python", action="append", type=parse_python, required=True, metavar="NAME=PATH [ENV=V ...]")
+    p.add_argument("--python", action="append", type=Interpreter, required=True, metavar="NAME=PATH [ENV=V ...]")
     p.add_argument("--scenario", choices=("asyncio", "echo"), default="asyncio")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=3.0, help="asyncio: the length of one run")
@@ -164,17 +157,18 @@ def main():
     args = p.parse_args()
     if args.rounds < 1 or args.seconds <= 0:
         p.error("--rounds must be >= 1 and --seconds > 0")
-    keys = [(name, way) for name, _, _ in args.python for way in WAYS]
+    keys = [(i.name, way) for i in args.python for way in WAYS]
     metric = {k: [] for k in keys}
     per_unit = {k: {"tlb": [], "switches": [], "wait": []} for k in keys}
     for _ in range(args.rounds):
-        for name, path, env in args.python:
+        for interp in args.python:
+            name, path = interp.name, interp.path
             for way in WAYS:
                 before = tlb_shootdowns()
                 try:
                     out = subprocess.run([path, "-c", SERVER, args.scenario, way, str(args.seconds),
                                           args.client_python],
-                                         env={**os.environ, **env}, capture_output=True, text=True, check=True)
+                                         env=interp.env, capture_output=True, text=True, check=True)
                 except (OSError, subprocess.CalledProcessError) as e:
                     detail = getattr(e, "stderr", None) or str(e)
                     sys.exit(f"samespace.py: {name} ({path}), beside {way}: the server failed: "
@@ -198,7 +192,7 @@ def main():
     def med(xs, fmt):
         return fmt.format(statistics.median(xs)) if xs else "-"
 
-    for name, _, _ in args.python:
+    for name in (i.name for i in args.python):
         limit = statistics.median(metric[name, "process"])
         for way in WAYS:
             m = statistics.median(metric[name, way])

@@ -1,7 +1,7 @@
 """What one CPU-bound thread costs an I/O server apart from the lock.
 
     python3 cpython/bench/samespace.py --python NAME=PATH [--python ...] \
-        [--scenario asyncio|echo] [--rounds 3] [--seconds 3]
+        [--scenario asyncio|echo] [--rounds 3] [--seconds 3] [--pin S,B,C]
 
 A server runs four ways, each round once each, beside:
 
@@ -29,6 +29,12 @@ for every request it reads (a 256 KiB receive buffer, mapped, shrunk and
 unmapped). A separate process shares no address space, so "process" pays
 none of it; "hash" pays it without the lock: the gap between "hash" and
 "process" is the address space's, between "thread" and "hash" the lock's.
+
+It also prints how often the server's thread was preempted per request or
+message (taken off a CPU while it could run: /proc/thread-self/status).
+--pin S,B,C keeps the server's thread on CPU S, the busy thread or process
+on B and the client on C (Linux): 0,0,1 makes the server share its CPU
+with the busy work, as the OS sometimes does on its own.
 """
 import argparse
 import os
@@ -42,6 +48,19 @@ from gilbench import Interpreter  # noqa: E402  the --python NAME=PATH [ENV=V ..
 SERVER = r'''
 import asyncio, hashlib, os, socket, subprocess, sys, threading, time
 scenario, way, seconds, client_python = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+pins = [int(c) for c in sys.argv[5].split(",")] if len(sys.argv) > 5 else None
+
+def pin(who, i):
+    # os.sched_setaffinity(0, ...) keeps only the calling thread on the CPU.
+    if pins is not None:
+        os.sched_setaffinity(who, {pins[i]})
+
+def preempted():
+    # Times this thread was taken off a CPU while it could still run.
+    with open("/proc/thread-self/status") as f:
+        for line in f:
+            if line.startswith("nonvoluntary_ctxt_switches:"):
+                return int(line.split()[1])
 try:
     import _rustgil
     _rustgil.set_thread_stats(True)
@@ -76,17 +95,21 @@ print(time.perf_counter() - start)
 """
 if way == "thread":
     def spin():
+        pin(0, 1)
         while True:
             pass
     threading.Thread(target=spin, daemon=True).start()
 elif way == "hash":
     buf = bytes(64 << 20)
     def digest():
+        pin(0, 1)
         while True:
             hashlib.sha256(buf).digest()
     threading.Thread(target=digest, daemon=True).start()
 elif way == "process":
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    pin(hog.pid, 1)
+pin(0, 0)
 time.sleep(0.2)
 
 def lock_stats():
@@ -106,10 +129,11 @@ async def asyncio_main():
     port = server.sockets[0].getsockname()[1]
     client = await asyncio.create_subprocess_exec(
         client_python, "-c", ASYNCIO_CLIENT, str(port), str(seconds), stdout=asyncio.subprocess.PIPE)
+    pin(client.pid, 2)
     out, _ = await client.communicate()
     return int(out)
 
-before = lock_stats()
+before, preempted_before = lock_stats(), preempted()
 if scenario == "asyncio":
     units = asyncio.run(asyncio_main())
     metric = units / seconds
@@ -119,18 +143,17 @@ else:
     listener.listen(1)
     client = subprocess.Popen([client_python, "-c", ECHO_CLIENT, str(listener.getsockname()[1])],
                               stdout=subprocess.PIPE, text=True)
+    pin(client.pid, 2)
     conn, _ = listener.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     while data := conn.recv(8192):
         conn.sendall(data)
     units, metric = 640, float(client.communicate()[0])
-after = lock_stats()
+after, preempted_after = lock_stats(), preempted()
 if way == "process":
     hog.kill()
-if before is None:
-    print(units, metric)
-else:
-    print(units, metric, after[0] - before[0], after[1] - before[1])
+print(units, metric, preempted_after - preempted_before, *([] if before is None else
+      [after[0] - before[0], after[1] - before[1]]))
 sys.stdout.flush()
 os._exit(0)  # the busy threads never end
 '''
@@ -154,12 +177,23 @@ def main():
     p.add_argument("--seconds", type=float, default=3.0, help="asyncio: the length of one run")
     p.add_argument("--client-python", default=sys.executable,
                    help="the interpreter of the client process (default: this one)")
+    p.add_argument("--pin", metavar="SERVER,BUSY,CLIENT",
+                   help="keep the server's thread, the busy thread or process, and the client each on "
+                        "the CPU given (Linux), e.g. 0,0,1: the server and the busy work share CPU 0")
     args = p.parse_args()
     if args.rounds < 1 or args.seconds <= 0:
         p.error("--rounds must be >= 1 and --seconds > 0")
+    if args.pin is not None:
+        cpus = os.sched_getaffinity(0)
+        try:
+            pins = [int(c) for c in args.pin.split(",")]
+        except ValueError:
+            pins = []
+        if len(pins) != 3 or not set(pins) <= cpus:
+            p.error(f"--pin {args.pin!r}: give three CPU numbers, each one of {sorted(cpus)}")
     keys = [(i.name, way) for i in args.python for way in WAYS]
     metric = {k: [] for k in keys}
-    per_unit = {k: {"tlb": [], "switches": [], "wait": []} for k in keys}
+    per_unit = {k: {"tlb": [], "preempted": [], "switches": [], "wait": []} for k in keys}
     for _ in range(args.rounds):
         for interp in args.python:
             name, path = interp.name, interp.path
@@ -167,7 +201,7 @@ def main():
                 before = tlb_shootdowns()
                 try:
                     out = subprocess.run([path, "-c", SERVER, args.scenario, way, str(args.seconds),
-                                          args.client_python],
+                                          args.client_python, *([args.pin] if args.pin else [])],
                                          env=interp.env, capture_output=True, text=True, check=True)
                 except (OSError, subprocess.CalledProcessError) as e:
                     detail = getattr(e, "stderr", None) or str(e)
@@ -179,15 +213,16 @@ def main():
                 metric[name, way].append(float(fields[1]))
                 if before is not None and after is not None:
                     per_unit[name, way]["tlb"].append((after - before) / units)
-                if len(fields) == 4:
-                    per_unit[name, way]["switches"].append(int(fields[2]) / units)
-                    per_unit[name, way]["wait"].append(int(fields[3]) / units / 1e3)
+                per_unit[name, way]["preempted"].append(int(fields[2]) / units)
+                if len(fields) == 5:
+                    per_unit[name, way]["switches"].append(int(fields[3]) / units)
+                    per_unit[name, way]["wait"].append(int(fields[4]) / units / 1e3)
     unit = "request" if args.scenario == "asyncio" else "message"
     shown = "req/s" if args.scenario == "asyncio" else "seconds (lower is better)"
-    print(f"{args.scenario}, {args.rounds} rounds, medians")
+    print(f"{args.scenario}, {args.rounds} rounds, medians" + (f", pinned {args.pin}" if args.pin else ""))
     print(f"| interpreter | beside | {shown} | / process | TLB shootdowns per {unit} | "
-          f"lock switches per {unit} | lock wait per {unit} |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+          f"server thread preempted per {unit} | lock switches per {unit} | lock wait per {unit} |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
 
     def med(xs, fmt):
         return fmt.format(statistics.median(xs)) if xs else "-"
@@ -199,7 +234,8 @@ def main():
             u = per_unit[name, way]
             value = f"{m:.0f}" if args.scenario == "asyncio" else f"{m:.4f}"
             print(f"| {name} | {way} | {value} | {m / limit:.2f}x | {med(u['tlb'], '{:.2f}')} | "
-                  f"{med(u['switches'], '{:.2f}')} | {med(u['wait'], '{:.1f} us')} |")
+                  f"{med(u['preempted'], '{:.2f}')} | {med(u['switches'], '{:.2f}')} | "
+                  f"{med(u['wait'], '{:.1f} us')} |")
 
 
 if __name__ == "__main__":

@@ -325,6 +325,259 @@ fn priority_a_cpu_thread_spinning_for_an_io_holder_lets_it_back_from_a_quick_cal
     }
 }
 
+/// A CPU-class thread leaves a lock that an I/O-class thread let go of
+/// (around a call) free for the grace (`SPIN_GRACE`, 20 µs) before it
+/// takes it, even when it comes back for the lock while the lock is
+/// already free: it goes through the waiting room instead of taking the
+/// lock on the fast path. So an I/O thread whose call returns at once (a
+/// send, a read of data already there) gets the lock back without a
+/// hand-off, where the fast path gave it to the CPU thread, and the I/O
+/// thread had to take it back after. Each of 50 rounds, the I/O thread
+/// lets go and stays away; the CPU thread's `acquire` must take at least
+/// the grace. No thread spins on a one-CPU machine.
+#[test]
+fn priority_a_cpu_thread_leaves_a_lock_an_io_thread_let_go_of_free_for_a_grace() {
+    const SPIN_GRACE: Duration = Duration::from_micros(20);
+    let _serial = one_at_a_time();
+    if thread::available_parallelism().map_or(2, |n| n.get()) < 2 {
+        return;
+    }
+    for preset in ["priority", "priority-monitor"] {
+        let config = GilConfig::preset(preset).unwrap().spin_us(gil_core::MAX_SPIN_US);
+        let gil = Arc::new(Gil::new(config.switch_interval_us(60_000_000)).unwrap());
+        let (cpu, io) = (tok(1), tok(2));
+        // Round r: the I/O thread sets `go` to r once it has let go; the
+        // CPU thread sets `done` to r once it has had the lock (0: it is
+        // CPU-class, on its own thread, which remembers the class).
+        let [go, done] = [(); 2].map(|()| Arc::new(AtomicU64::new(u64::MAX)));
+        let cpu_thread = {
+            let (gil, go, done) = (gil.clone(), go.clone(), done.clone());
+            thread::spawn(move || {
+                gil.acquire(cpu).unwrap();
+                gil.release(cpu, ReleaseReason::Forced).unwrap(); // alone: CPU-class from now on
+                done.store(0, Ordering::SeqCst);
+                let mut quickest = Duration::MAX;
+                for round in 1..=50 {
+                    while go.load(Ordering::SeqCst) != round {
+                        thread::yield_now();
+                    }
+                    let t = Instant::now();
+                    gil.acquire(cpu).unwrap();
+                    quickest = quickest.min(t.elapsed());
+                    gil.release(cpu, ReleaseReason::Forced).unwrap(); // stays CPU-class
+                    done.store(round, Ordering::SeqCst);
+                }
+                quickest
+            })
+        };
+        while done.load(Ordering::SeqCst) != 0 {
+            thread::yield_now();
+        }
+        for round in 1..=50 {
+            gil.acquire(io).unwrap();
+            gil.release(io, ReleaseReason::Voluntary).unwrap();
+            go.store(round, Ordering::SeqCst);
+            while done.load(Ordering::SeqCst) != round {
+                thread::yield_now();
+            }
+        }
+        let quickest = cpu_thread.join().unwrap();
+        assert!(
+            quickest >= SPIN_GRACE,
+            "{preset}: the CPU thread took a lock the I/O thread had just let go of after {quickest:?}"
+        );
+    }
+}
+
+/// A clock of the calling thread (`CLOCK_THREAD_CPUTIME_ID`: its CPU time,
+/// which does not run while it sleeps or waits for a CPU) or of the
+/// machine, in nanoseconds.
+#[cfg(target_os = "linux")]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    // SAFETY: a zeroed timespec is a valid value for clock_gettime to fill.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    assert_eq!(r, 0, "clock_gettime({clock}) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's involuntary context switches so far (the OS took
+/// its CPU while it could run).
+#[cfg(target_os = "linux")]
+fn involuntary_switches() -> i64 {
+    // SAFETY: a zeroed rusage is a valid value for getrusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    assert_eq!(r, 0, "getrusage(RUSAGE_THREAD) failed");
+    usage.ru_nivcsw
+}
+
+/// Spins for `us` microseconds.
+fn busy(us: u64) {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_micros(us) {
+        std::hint::spin_loop();
+    }
+}
+
+/// What one round of an I/O-class thread's quick calls did to a CPU-class
+/// waiter (`watch_quick_calls`).
+#[cfg(target_os = "linux")]
+struct Watched {
+    /// The waiter had the lock before the I/O thread's last release.
+    took_early: bool,
+    /// The waiter's CPU time in its `acquire`.
+    cpu_time: Duration,
+    /// The round did not go as meant, and says nothing: the OS took
+    /// either thread's CPU (the I/O thread's holds and calls grew, or the
+    /// waiter's watch, which keeps the time, passed while it could not
+    /// look), or the calls began late.
+    preempted: bool,
+}
+
+/// A CPU-class thread waits for the lock (spin limit `limit_us`) while an
+/// I/O-class thread holds it; 200 µs after it began to wait, the I/O
+/// thread makes quick calls (letting go for 2 µs, well within the 20 µs
+/// grace), holding the lock `hold_us` after each, until `calls_us` after
+/// the wait began (at least one call), then lets go for good.
+#[cfg(target_os = "linux")]
+fn watch_quick_calls(limit_us: u64, calls_us: u64, hold_us: u64) -> Watched {
+    let config = GilConfig::preset("priority").unwrap().spin_us(limit_us);
+    let gil = Arc::new(Gil::new(config.switch_interval_us(60_000_000)).unwrap());
+    let (cpu, io) = (tok(1), tok(2));
+    let [ready, io_done] = [(); 2].map(|()| Arc::new(AtomicBool::new(false)));
+    let cpu_thread = {
+        let (gil, ready, io_done) = (gil.clone(), ready.clone(), io_done.clone());
+        thread::spawn(move || {
+            gil.acquire(cpu).unwrap();
+            gil.release(cpu, ReleaseReason::Forced).unwrap(); // alone: CPU-class from now on
+            ready.store(true, Ordering::SeqCst);
+            while gil.holder() != Some(io) {
+                thread::yield_now();
+            }
+            let (before, switches) = (clock_ns(libc::CLOCK_THREAD_CPUTIME_ID), involuntary_switches());
+            gil.acquire(cpu).unwrap();
+            let cpu_time = Duration::from_nanos(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - before);
+            let preempted = involuntary_switches() != switches;
+            let took_early = !io_done.load(Ordering::SeqCst);
+            gil.release(cpu, ReleaseReason::Final).unwrap();
+            (took_early, cpu_time, preempted)
+        })
+    };
+    while !ready.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
+    // When the waiter began to wait, which is when its watch begins.
+    let waiting = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let seen = waiting.clone();
+    let hook: gil_core::EventHook = Arc::new(move |e: &gil_core::Event| {
+        if e.token == cpu {
+            *seen.lock().unwrap() = Some(Instant::now());
+        }
+    });
+    let hook = gil.add_event_hook(hook, gil_core::EventMask::WAIT_START).unwrap();
+    gil.acquire(io).unwrap();
+    let waited = loop {
+        if let Some(t) = *waiting.lock().unwrap() {
+            break t;
+        }
+        std::hint::spin_loop();
+    };
+    let switches = involuntary_switches();
+    gil.remove_event_hook(hook).unwrap();
+    while waited.elapsed() < Duration::from_micros(200) {
+        std::hint::spin_loop(); // the waiter is watching by now
+    }
+    // The waiter's watch keeps the time from its start: calls that begin
+    // much later are not the round this was meant to be.
+    let late = waited.elapsed() > Duration::from_micros(500);
+    let mut io_preempted;
+    loop {
+        gil.release(io, ReleaseReason::Voluntary).unwrap();
+        busy(2);
+        gil.acquire(io).unwrap();
+        // The last hold does not count: the waiter has stopped watching or
+        // watches on through it as asked.
+        io_preempted = involuntary_switches() != switches;
+        busy(hold_us);
+        if waited.elapsed() >= Duration::from_micros(calls_us) {
+            break;
+        }
+    }
+    io_done.store(true, Ordering::SeqCst);
+    gil.release(io, ReleaseReason::Final).unwrap();
+    let (took_early, cpu_time, cpu_preempted) = cpu_thread.join().unwrap();
+    Watched {
+        took_early,
+        cpu_time,
+        preempted: late || io_preempted || cpu_preempted,
+    }
+}
+
+/// A CPU-class thread waiting while an I/O-class thread goes in and out of
+/// quick calls, holding the lock briefly between them, keeps watching past
+/// its spin limit (for at most twice the limit in all) and takes the lock
+/// only once the I/O thread lets go for good: asleep after the limit, it
+/// is woken by one of the quick calls' releases and takes the lock in the
+/// middle of that call. With a 1 ms limit, the calls go on until 1.7 ms
+/// into the watch, within its 2 ms bound. A round in which the OS took
+/// either thread's CPU says nothing and is run again; three rounds where
+/// the waiter took the lock early fail.
+#[cfg(target_os = "linux")]
+#[test]
+fn priority_a_cpu_thread_watches_an_io_threads_quick_calls_without_sleeping() {
+    let _serial = one_at_a_time();
+    if thread::available_parallelism().map_or(2, |n| n.get()) < 2 {
+        return;
+    }
+    let mut early = 0;
+    for _ in 0..20 {
+        let w = watch_quick_calls(1_000, 1_700, 1);
+        if w.preempted {
+            continue;
+        }
+        if !w.took_early {
+            return;
+        }
+        early += 1;
+        assert!(
+            early < 3,
+            "the CPU thread took the lock during the I/O thread's quick calls, {early} rounds of {early}"
+        );
+    }
+    eprintln!("{early} of 20 rounds took the lock early, the others were preempted: nothing shown either way");
+}
+
+/// A CPU-class thread watching an I/O-class thread stops watching once
+/// that thread, back from a quick call, holds the lock for longer than a
+/// step between two calls (10 µs, `WATCH_HOLD`): it sleeps through the
+/// I/O thread's own work instead of spinning through it. The I/O thread
+/// makes one quick call, then holds the lock for 3 ms with a spin limit of
+/// 10 ms; the waiter's CPU time in its `acquire` must stay under 1 ms
+/// (about 3 ms when it watches throughout). The least of ten rounds
+/// counts, leaving out those in which the OS took either thread's CPU
+/// before the hold (the waiter watches on while the I/O thread waits for
+/// a CPU to make its call).
+#[cfg(target_os = "linux")]
+#[test]
+fn priority_a_cpu_thread_sleeps_through_an_io_threads_long_hold() {
+    let _serial = one_at_a_time();
+    if thread::available_parallelism().map_or(2, |n| n.get()) < 2 {
+        return;
+    }
+    let rounds: Vec<Watched> = (0..10).map(|_| watch_quick_calls(10_000, 0, 3_000)).collect();
+    let Some(least) = rounds.iter().filter(|w| !w.preempted).map(|w| w.cpu_time).min() else {
+        eprintln!("every round preempted: nothing shown either way");
+        return;
+    };
+    assert!(
+        least < Duration::from_millis(1),
+        "the CPU thread spun {least:?} through a 3 ms hold of the I/O thread"
+    );
+}
+
 /// A thread that had to be asked to drop is CPU-class even if it answers
 /// with a voluntary release (a blocking call made after the request): back
 /// from its call it waits an interval like any CPU-class thread instead of

@@ -130,6 +130,9 @@ struct Inner {
     /// Set while a CPU-class waiter spins for an I/O-class holder: one
     /// at a time (`Gil::spin_while_io_holds`).
     cpu_spinner: AtomicBool,
+    /// Priority policy with a spin limit: a CPU-class thread always takes
+    /// the lock through the waiting room (`Gil::try_fast_unless_cpu`).
+    cpu_through_room: bool,
     /// The bound on laps (0: none), see `GilConfig::laps`.
     laps: u32,
     on_drop_request: Option<DropRequestCallback>,
@@ -186,6 +189,7 @@ impl Gil {
                 spin: (spin > 0 && spinning_helps()).then(|| Duration::from_micros(spin)),
                 spin_us: spin,
                 cpu_spinner: AtomicBool::new(false),
+                cpu_through_room: config.policy == Policy::Priority && spin > 0 && spinning_helps(),
                 laps,
                 on_drop_request: config.on_drop_request,
                 slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
@@ -215,7 +219,7 @@ impl Gil {
     #[inline]
     pub fn acquire(&self, token: Token) -> Result<(), GilError> {
         self.check_not_holder(token)?;
-        if self.try_fast(token) {
+        if self.try_fast_unless_cpu(token) {
             return Ok(());
         }
         self.acquire_slow(token, None)
@@ -234,7 +238,7 @@ impl Gil {
     /// acts at the thread's next cancellation point after this returns.
     pub fn acquire_or_abort(&self, token: Token, should_abort: &mut dyn FnMut() -> bool) -> Result<(), GilError> {
         self.check_not_holder(token)?;
-        if self.try_fast(token) {
+        if self.try_fast_unless_cpu(token) {
             return Ok(());
         }
         self.acquire_slow(token, Some(should_abort))
@@ -250,7 +254,8 @@ impl Gil {
     /// [`GilError::AlreadyHeld`] if `token` holds it already.
     pub fn try_acquire(&self, token: Token) -> Result<bool, GilError> {
         self.check_not_holder(token)?;
-        if self.try_fast(token) {
+        let class = self.class_of(token);
+        if self.try_fast(token, class) {
             return Ok(true);
         }
         if self.in_callback() {
@@ -263,7 +268,6 @@ impl Gil {
         // they do, so they always see a consistent holder.
         let slow = self.slow();
         let mut room = slow.mutex.lock();
-        let class = self.class_of(token);
         if !self.may_take_now(token, class, &mut room) || !self.try_lock_word() {
             return Ok(false);
         }

@@ -118,7 +118,16 @@ impl Gil {
             if s & SYSCALL != 0 && self.reclaim(token).is_some() {
                 break; // our own system call: just take it back
             }
-            if self.may_take_queued(&mut room, w) && self.try_lock_word() {
+            let may_take = self.may_take_queued(&mut room, w);
+            if may_take {
+                let watched;
+                (room, watched) = self.grace_before_take(slow, room, w, s, &mut spun_on);
+                if watched {
+                    spun = true;
+                    continue;
+                }
+            }
+            if may_take && self.try_lock_word() {
                 if spun {
                     self.took_after_spin();
                 }
@@ -139,9 +148,11 @@ impl Gil {
                     continue;
                 }
             }
-            (room, spun) = self.spin_while_io_holds(slow, room, w, (s, sn), &mut spun_on);
-            if spun {
-                continue;
+            if s & LOCKED != 0 {
+                (room, spun) = self.spin_while_io_holds(slow, room, w, (s, sn), &mut spun_on);
+                if spun {
+                    continue;
+                }
             }
             let timed_out = if room.monitor.registered.is_none() {
                 // No monitor thread: keep the time ourselves.

@@ -31,6 +31,13 @@ use crate::{Policy, Token};
 /// "The spin's grace", has the measurements).
 pub(super) const SPIN_GRACE: Duration = Duration::from_micros(20);
 
+/// How long an I/O-class thread back from a quick call may hold the lock
+/// while a CPU-class waiter keeps watching (`Gil::spin_while_io_holds`):
+/// a longer hold is the thread's own work between calls (Python code),
+/// not a step from one call to the next (`docs/policies.md`, "The watch
+/// over quick calls", has the measurements).
+pub(super) const WATCH_HOLD: Duration = Duration::from_micros(10);
+
 /// The waiting room's bookkeeping, only touched under `Slow::mutex`.
 #[derive(Default)]
 pub(super) struct WaitRoom {
@@ -454,16 +461,29 @@ impl Gil {
         (slow.mutex.lock_spinning(limit), true)
     }
 
-    /// With a spin limit, priority policy: CPU-class waiter `w` while an
-    /// I/O-class thread holds the lock (state `s`, switch number `sn`)
-    /// watches the lock word, without the mutex, before it sleeps. The I/O
-    /// thread took the lock from the CPU class and lets go around its next
-    /// call, within microseconds: once the lock has stayed free for
-    /// [`SPIN_GRACE`] (the call did not return at once), the waiter takes it
-    /// back without a sleep and a wake-up, and that release wakes nobody
-    /// (the I/O thread makes no system call for it). Once per holder
-    /// (`spun_on` keeps its switch number), one waiter at a time. The guard
-    /// back, and whether it spun.
+    /// With a spin limit, priority policy: CPU-class waiter `w`, while an
+    /// I/O-class thread holds the lock or was the last to hold it (state
+    /// `s`, switch number `sn`), watches the lock word, without the mutex,
+    /// before it takes the lock or sleeps. The I/O thread took the lock
+    /// from the CPU class and lets go around its next call, within
+    /// microseconds: once the lock has stayed free for [`SPIN_GRACE`] (the
+    /// call did not return at once), the waiter takes it back without a
+    /// sleep and a wake-up, and that release wakes nobody (the I/O thread
+    /// makes no system call for it). A free lock always gets its whole
+    /// grace: taken sooner, the take would land in a call that returns at
+    /// once, and the I/O thread would preempt the waiter right after.
+    ///
+    /// The waiter keeps watching while the I/O thread goes in and out of
+    /// quick calls, rather than sleep and be woken by one of its releases
+    /// (and take the lock in the middle of a quick call): once the thread
+    /// is back from a call, each hold of up to [`WATCH_HOLD`] renews the
+    /// watch, for at most twice the spin limit in all. A longer hold is
+    /// the thread's own work, and the waiter sleeps: watching there would
+    /// gain nothing and would keep its CPU in the process's address space,
+    /// where each `munmap` of the holder interrupts it to flush its TLB
+    /// (an asyncio server unmaps a receive buffer per read). Once per
+    /// holder (`spun_on` keeps its switch number), one waiter at a time.
+    /// The guard back, and whether it spun.
     pub(super) fn spin_while_io_holds<'s>(
         &self,
         slow: &'s Slow,
@@ -477,7 +497,7 @@ impl Gil {
         };
         if w.class != ThreadClass::Cpu
             || w.starving
-            || s & (LOCKED | SYSCALL) != LOCKED
+            || s & SYSCALL != 0
             || self.holder_class().0 != ThreadClass::Io
             || *spun_on == Some(sn)
             || self.inner.cpu_spinner.swap(true, Relaxed)
@@ -493,13 +513,21 @@ impl Gil {
         // is taken, or every such call would be a hand-off and a drop
         // request back.
         let free_since = Cell::new(None::<Instant>);
-        spin_while(limit, || {
+        // When the I/O thread was last seen taking the lock, and how long
+        // it may hold it with the waiter watching: the limit, then, once it
+        // is back from a call, `WATCH_HOLD`.
+        let taken_at = Cell::new(Instant::now());
+        let hold = Cell::new(limit);
+        spin_while(2 * limit + SPIN_GRACE, || {
             if hot.switch_number.load(Relaxed) != sn {
                 return false;
             }
             if self.word_locked() {
-                free_since.set(None);
-                return true;
+                if free_since.take().is_some() {
+                    taken_at.set(Instant::now());
+                    hold.set(limit.min(WATCH_HOLD));
+                }
+                return taken_at.get().elapsed() < hold.get();
             }
             let since = free_since.get().unwrap_or_else(|| {
                 let now = Instant::now();
@@ -510,6 +538,25 @@ impl Gil {
         });
         self.inner.cpu_spinner.store(false, Relaxed);
         (slow.mutex.lock_spinning(limit), true)
+    }
+
+    /// At the top of a wait loop, `w` allowed to take the lock: if it is
+    /// free (state `s`), a CPU-class waiter first leaves an I/O-class last
+    /// holder its grace ([`Gil::spin_while_io_holds`]). The guard back,
+    /// and whether it watched (then the loop looks again).
+    pub(super) fn grace_before_take<'s>(
+        &self,
+        slow: &'s Slow,
+        room: MutexGuard<'s, WaitRoom>,
+        w: &Waiter,
+        s: u64,
+        spun_on: &mut Option<u64>,
+    ) -> (MutexGuard<'s, WaitRoom>, bool) {
+        if s & LOCKED != 0 {
+            return (room, false);
+        }
+        let sn = self.inner.hot.switch_number.load(Relaxed);
+        self.spin_while_io_holds(slow, room, w, (s, sn), spun_on)
     }
 
     /// Counts a take by a waiter that spun for an I/O-class holder just

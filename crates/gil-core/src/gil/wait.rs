@@ -77,6 +77,14 @@ impl Gil {
         loop {
             let s = hot.word.load(Relaxed);
             let may_take = self.may_take_queued(&mut room, w);
+            if may_take {
+                let watched;
+                (room, watched) = self.grace_before_take(slow, room, w, s, &mut spun_on);
+                if watched {
+                    spun = true;
+                    continue;
+                }
+            }
             if may_take && self.try_lock_word() {
                 if spun {
                     self.took_after_spin();

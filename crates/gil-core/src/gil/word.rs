@@ -278,10 +278,26 @@ impl Hot {
 }
 
 impl Gil {
-    /// The uncontended paths: reclaim our own lazily released lock, or take
-    /// a free one nobody waits for.
+    /// `acquire`'s uncontended paths, except for a CPU-class thread under
+    /// the priority policy with a spin limit: it always goes through the
+    /// waiting room, which leaves a lock an I/O-class thread let go of free
+    /// for `SPIN_GRACE` first (`Gil::grace_before_take`). Taken here, the
+    /// lock would go to it whenever it came back during one of the I/O
+    /// thread's short calls (a send, a read of data already there), and
+    /// the I/O thread would preempt it right after: two hand-offs per call.
     #[inline]
-    pub(super) fn try_fast(&self, token: Token) -> bool {
+    pub(super) fn try_fast_unless_cpu(&self, token: Token) -> bool {
+        let class = self.class_of(token);
+        if self.inner.cpu_through_room && class == ThreadClass::Cpu {
+            return false;
+        }
+        self.try_fast(token, class)
+    }
+
+    /// The uncontended paths: reclaim our own lazily released lock, or take
+    /// a free one nobody waits for, as a thread of `class`.
+    #[inline]
+    pub(super) fn try_fast(&self, token: Token, class: ThreadClass) -> bool {
         if self.inner.lazy_release.is_some() {
             if let Some(before) = self.reclaim(token) {
                 // Back from a call that nobody needed the lock during: no
@@ -297,10 +313,10 @@ impl Gil {
         }
         match self.inner.hot.word.lock_free() {
             Ok(()) => {
-                self.became_holder(token, self.class_of(token));
+                self.became_holder(token, class);
                 true
             }
-            Err(s) if s & !INSTR == 0 => self.try_fast_observed(token),
+            Err(s) if s & !INSTR == 0 => self.try_fast_observed(token, class),
             Err(_) => false,
         }
     }
@@ -308,12 +324,12 @@ impl Gil {
     /// The fast path with observers on: free and nobody waits, but `INSTR`
     /// is set.
     #[cold]
-    fn try_fast_observed(&self, token: Token) -> bool {
+    fn try_fast_observed(&self, token: Token, class: ThreadClass) -> bool {
         if self.in_callback() {
             return false; // the slow path says why
         }
         if self.inner.hot.word.lock_free_observed() {
-            self.became_holder(token, self.class_of(token));
+            self.became_holder(token, class);
             self.observe_acquire(token);
             return true;
         }

@@ -353,12 +353,12 @@ impl GilConfig {
     ///   back, and that release wakes nobody. This is what keeps a CPU
     ///   thread on its CPU beside an I/O thread, as a separate process
     ///   would be ([`Counters::cpu_spin_takes`](crate::Counters)), without
-    ///   making every quick call of the I/O thread a hand-off. The limit
-    ///   counts from the I/O thread's latest take, for at most twice the
-    ///   limit in all: the waiter keeps watching while that thread goes in
-    ///   and out of quick calls. A CPU-class thread then also takes the
-    ///   lock only through the waiting room, where a lock an I/O-class
-    ///   thread let go of gets the same grace.
+    ///   making every quick call of the I/O thread a hand-off. The waiter
+    ///   keeps watching while that thread goes in and out of quick calls,
+    ///   as long as it holds the lock no more than 10 µs after each, for
+    ///   at most twice the limit in all. A CPU-class thread then also
+    ///   takes the lock only through the waiting room, where a lock an
+    ///   I/O-class thread let go of gets the same grace.
     ///
     /// 0 (the default): no spinning, as CPython. On a machine with one CPU
     /// (`std::thread::available_parallelism`) no thread spins, whatever the

@@ -272,12 +272,6 @@ fn displaced_rounds(config: GilConfig, rounds: usize, quick_call: bool) -> (u64,
             gil.release(cpu, ReleaseReason::Final).unwrap();
         })
     };
-    let busy = |us| {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_micros(us) {
-            std::hint::spin_loop();
-        }
-    };
     let mut came_back = 0;
     for _ in 0..rounds {
         let waits = cpu_waits.load(Ordering::SeqCst);

@@ -538,7 +538,7 @@ fn priority_a_cpu_thread_watches_an_io_threads_quick_calls_without_sleeping() {
         early += 1;
         assert!(
             early < 3,
-            "the CPU thread took the lock during the I/O thread's quick calls, {early} rounds of {early}"
+            "the CPU thread took the lock during the I/O thread's quick calls in {early} unpreempted rounds"
         );
     }
     eprintln!("{early} of 20 rounds took the lock early, the others were preempted: nothing shown either way");

@@ -4,6 +4,7 @@ Runs under an interpreter built --with-rust-gil (it needs ``_rustgil``):
 
     $RUSTGIL_PYTHON cpython/bench/lockwait.py udp --spinners 2 [--seconds 2]
     $RUSTGIL_PYTHON cpython/bench/lockwait.py asyncio --clients 10 --spinners 1
+    $RUSTGIL_PYTHON cpython/bench/lockwait.py echo --spinners 1 [--processes 0] [--rounds 5]
 
 The policy is the interpreter's (``PYTHON_RUST_GIL=priority,spin_us=0``, say).
 
@@ -73,6 +74,26 @@ ts = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
 for t in ts: t.start()
 for t in ts: t.join()
 print(sum(counts))
+'''
+
+ECHO_CLIENT = r'''
+import socket, sys, time
+port, rounds = int(sys.argv[1]), int(sys.argv[2])
+msg = b"x" * 16384
+for _ in range(rounds):
+    c = socket.create_connection(("127.0.0.1", port))
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    start = time.perf_counter()
+    for _ in range(640):
+        c.sendall(msg)
+        left = len(msg)
+        while left > 0:
+            data = c.recv(left)
+            if not data:
+                sys.exit("the server closed the connection")
+            left -= len(data)
+    print(time.perf_counter() - start, flush=True)
+    c.close()
 '''
 
 COUNTERS = ("acquisitions", "switches", "drop_requests", "forced_switches", "cpu_spin_takes")
@@ -161,23 +182,69 @@ def asyncio_echo(args):
               f"{(st['call_ns'] - was['call_ns']) / per / 1e3:.1f} us")
 
 
+def schedstat():
+    """This thread's (time on a CPU, time runnable but not running), ns."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        run, queued, _ = f.read().split()
+    return int(run), int(queued)
+
+
+def echo(args):
+    import resource
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    client = subprocess.Popen([args.client_python, "-c", ECHO_CLIENT, str(s.getsockname()[1]),
+                               str(args.rounds)], stdout=subprocess.PIPE, text=True)
+    me = threading.get_ident()
+    print(f"echo, 640 x 16 KB, {args.spinners} spinning threads, {args.processes} spinning processes, "
+          f"{_rustgil.policy()} (spin {_rustgil.spin() * 1e6:.0f} us); per round:")
+    for _ in range(args.rounds):
+        c, _ = s.accept()
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        before, stats_before = _rustgil.counters(), _rustgil.thread_stats()[me]
+        sched_before, use_before = schedstat(), resource.getrusage(resource.RUSAGE_THREAD)
+        while data := c.recv(8192):
+            c.sendall(data)
+        after, stats_after = _rustgil.counters(), _rustgil.thread_stats()[me]
+        sched_after, use_after = schedstat(), resource.getrusage(resource.RUSAGE_THREAD)
+        c.close()
+        seconds = float(client.stdout.readline())
+        cpu = (use_after.ru_utime + use_after.ru_stime - use_before.ru_utime - use_before.ru_stime) * 1e3
+        print(f"  {seconds * 1e3:6.1f} ms; per message "
+              + ", ".join(f"{k} {(after[k] - before[k]) / 640:.2f}" for k in ("switches", "drop_requests"))
+              + f"; the server thread: waiting for the lock "
+              f"{(stats_after['wait_ns'] - stats_before['wait_ns']) / 1e6:.2f} ms, on a CPU {cpu:.1f} ms, "
+              f"runnable but not running {(sched_after[1] - sched_before[1]) / 1e6:.1f} ms")
+    client.wait()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", choices=("udp", "asyncio"))
+    p.add_argument("scenario", choices=("udp", "asyncio", "echo"))
     p.add_argument("--spinners", type=int, default=2)
     p.add_argument("--clients", type=int, default=10, help="asyncio: client threads (default 10)")
     p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--rounds", type=int, default=5, help="echo: transfers (default 5)")
+    p.add_argument("--processes", type=int, default=0,
+                   help="spinning processes beside the server (default 0; the processes control)")
     p.add_argument("--client-python", default="python3",
                    help="the interpreter of the client process (default python3 on PATH)")
     args = p.parse_args()
-    if args.spinners < 0 or args.clients < 1 or args.seconds <= 0:
-        p.error("--spinners must be >= 0, --clients >= 1 and --seconds > 0")
+    if args.spinners < 0 or args.processes < 0 or args.clients < 1 or args.seconds <= 0 or args.rounds < 1:
+        p.error("--spinners and --processes must be >= 0, --clients and --rounds >= 1 and --seconds > 0")
     if not _rustgil.thread_stats_enabled():
         _rustgil.set_thread_stats(True)
     for _ in range(args.spinners):
         threading.Thread(target=spin, daemon=True).start()
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.processes)]
     time.sleep(0.2)  # let the spinners get going, as gilbench.py does
-    udp(args) if args.scenario == "udp" else asyncio_echo(args)
+    try:
+        {"udp": udp, "asyncio": asyncio_echo, "echo": echo}[args.scenario](args)
+    finally:
+        for proc in procs:
+            proc.kill()
     sys.stdout.flush()
     os._exit(0)  # the spinners never end
 

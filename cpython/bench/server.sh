@@ -10,7 +10,7 @@
 # Builds both interpreters first (cached: cpython/build.sh --stock) and
 # installs wrk with apt-get if it is missing. With the defaults (4 x 3 cells,
 # 9 interpreters and the processes control, 3 rounds of 5 s) it takes about
-# 50 minutes.
+# 40 minutes (38 on 2026-11-27; up to 80 when the machine is slow).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then

@@ -57,27 +57,6 @@ def tcp_counters():
     return vals
 
 
-def echo(server):
-    """(seconds for the 640 messages, seconds for the slowest one)."""
-    msg = b"x" * 16384
-    c = server.connect()
-    slowest = 0.0
-    start = time.perf_counter()
-    for _ in range(640):
-        t0 = time.perf_counter()
-        c.sendall(msg)
-        left = len(msg)
-        while left > 0:
-            data = c.recv(left)
-            if not data:
-                raise RuntimeError("the server closed the connection")
-            left -= len(data)
-        slowest = max(slowest, time.perf_counter() - t0)
-    elapsed = time.perf_counter() - start
-    c.close()
-    return elapsed, slowest
-
-
 Round = collections.namedtuple("Round", "seconds slowest retransmits")
 
 
@@ -87,7 +66,11 @@ def one_round(interp, threads, processes, pids, kind):
         pids[server.proc.pid] = kind
         try:
             before = tcp_counters()
-            seconds, slowest = echo(server)
+            c = server.connect()
+            try:
+                seconds, slowest = gilbench.echo_transfer(c)
+            finally:
+                c.close()
             after = tcp_counters()
         finally:
             server.close()

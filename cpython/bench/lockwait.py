@@ -77,22 +77,14 @@ print(sum(counts))
 '''
 
 ECHO_CLIENT = r'''
-import socket, sys, time
+import socket, sys
 port, rounds = int(sys.argv[1]), int(sys.argv[2])
-msg = b"x" * 16384
+sys.path.insert(0, sys.argv[3])
+import gilbench
 for _ in range(rounds):
     c = socket.create_connection(("127.0.0.1", port))
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    start = time.perf_counter()
-    for _ in range(640):
-        c.sendall(msg)
-        left = len(msg)
-        while left > 0:
-            data = c.recv(left)
-            if not data:
-                sys.exit("the server closed the connection")
-            left -= len(data)
-    print(time.perf_counter() - start, flush=True)
+    print(gilbench.echo_transfer(c)[0], flush=True)
     c.close()
 '''
 
@@ -196,7 +188,8 @@ def echo(args):
     s.bind(("127.0.0.1", 0))
     s.listen(1)
     client = subprocess.Popen([args.client_python, "-c", ECHO_CLIENT, str(s.getsockname()[1]),
-                               str(args.rounds)], stdout=subprocess.PIPE, text=True)
+                               str(args.rounds), os.path.dirname(os.path.abspath(__file__))],
+                              stdout=subprocess.PIPE, text=True)
     me = threading.get_ident()
     print(f"echo, 640 x 16 KB, {args.spinners} spinning threads, {args.processes} spinning processes, "
           f"{_rustgil.policy()} (spin {_rustgil.spin() * 1e6:.0f} us); per round:")

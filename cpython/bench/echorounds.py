@@ -17,9 +17,10 @@ one now and then; the retransmission timer then costs the round 200 ms or
 more), and each interpreter's ratio to the control paired round by round.
 
 --perf-sched records the scheduler system-wide (`perf sched record -a`,
-root) and prints, for each interpreter's servers and the control's, the
-wake-ups of the server's I/O thread (its main thread) that waited more than
-1 ms for a CPU and how many of those waited while a CPU sat idle: a woken thread queued behind a busy
+root) and prints, for each interpreter's servers and the control's, how
+often the server's I/O thread (its main thread) was preempted per message
+and how often by the client (this process), and its wake-ups that waited
+more than 1 ms for a CPU and how many of those waited while a CPU sat idle: a woken thread queued behind a busy
 CPU until the next load balance, which the processes control, whose
 spinners keep both CPUs busy, does not see.
 """
@@ -82,17 +83,21 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-# `perf sched timehist` lines: time, [cpu], task, wait, sched delay, run time (ms).
-TIMEHIST = re.compile(r"\s*([\d.]+)\s+\[(\d+)\]\s+(.+?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+# `perf sched timehist --state` lines: time, [cpu], task, wait, sched delay,
+# run time (ms), the task's state as it left the CPU (R: preempted).
+TIMEHIST = re.compile(r"\s*([\d.]+)\s+\[(\d+)\]\s+(.+?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)(?:\s+(\S+))?\s*$")
 TASK = re.compile(r"\[(\d+)(?:/(\d+))?\]$")
 
 
-def sched_report(timehist, pids):
-    """Per kind of server: wake-ups of its I/O thread, those that waited more
-    than 1 ms for a CPU, and those of them during which a CPU idled for at
-    least half the wait."""
+def sched_report(timehist, pids, client):
+    """Per kind of server, for its I/O thread (the main thread): its times
+    on a CPU, the wake-ups that waited more than 1 ms for one, those of them during which
+    a CPU idled for at least half the wait, preemptions, and how many of
+    those handed the CPU to the client (process CLIENT)."""
     runs = collections.defaultdict(list)  # cpu -> (start, end, idle?)
     waits = []
+    preempted = collections.defaultdict(lambda: [0, 0])
+    last = {}  # cpu -> the kind of server whose I/O thread it just preempted
     for line in timehist.splitlines():
         m = TIMEHIST.match(line)
         if not m:
@@ -101,8 +106,16 @@ def sched_report(timehist, pids):
         delay, ran = float(m[5]) / 1e3, float(m[6]) / 1e3
         runs[cpu].append((end - ran, end, task.startswith("<idle>")))
         t = TASK.search(task)
+        if cpu in last:
+            kind = last.pop(cpu)
+            if t and int(t[2] or t[1]) == client:
+                preempted[kind][1] += 1
         if t and t[2] is None and int(t[1]) in pids:  # a server's main thread: its I/O thread
-            waits.append((pids[int(t[1])], end - ran - delay, end - ran))
+            kind = pids[int(t[1])]
+            waits.append((kind, end - ran - delay, end - ran))
+            if m[7] == "R":
+                preempted[kind][0] += 1
+                last[cpu] = kind
     for cpu in runs:
         runs[cpu].sort()
 
@@ -110,7 +123,7 @@ def sched_report(timehist, pids):
         return max(sum(max(0.0, min(e, b) - max(s, a)) for s, e, is_idle in spans if is_idle)
                    for spans in runs.values())
 
-    report = collections.defaultdict(lambda: [0, 0, 0])
+    report = collections.defaultdict(lambda: [0, 0, 0, 0, 0])
     for kind, a, b in waits:
         r = report[kind]
         r[0] += 1
@@ -118,6 +131,8 @@ def sched_report(timehist, pids):
             r[1] += 1
             if idle(a, b) * 2 >= b - a:
                 r[2] += 1
+    for kind, (n, by_client) in preempted.items():
+        report[kind][3:5] = [n, by_client]
     return report
 
 
@@ -181,13 +196,16 @@ def main():
             perf.send_signal(signal.SIGINT)
             perf.wait()
     if perf:
-        timehist = subprocess.run(["perf", "sched", "timehist", "-i", data], capture_output=True,
+        timehist = subprocess.run(["perf", "sched", "timehist", "--state", "-i", data], capture_output=True,
                                   text=True).stdout
         os.unlink(data)
-        print("\nthe servers' I/O threads' wake-ups (perf sched): waited > 1 ms for a CPU / of those, with a CPU idle "
-              "for half the wait or more:")
-        for kind, (n, late, idle) in sched_report(timehist, pids).items():
-            print(f"  {kind:12} {n:6} wake-ups, {late:4} waited > 1 ms, {idle:4} of them beside an idle CPU")
+        messages = 640 * args.repeat * len(spinners)
+        print("\nthe servers' I/O threads (perf sched): times on a CPU, wake-ups that waited > 1 ms for it and "
+              "of those the ones beside a CPU idle for half the wait or more; preemptions per message, and the "
+              "share that handed the CPU to the client:")
+        for kind, (n, late, idle, pre, by_client) in sched_report(timehist, pids, os.getpid()).items():
+            print(f"  {kind:12} {n:6} times on a CPU, {late:4} waited > 1 ms, {idle:4} of them beside an idle CPU; "
+                  f"{pre / messages:.2f} preemptions per message, {by_client / max(pre, 1):.0%} to the client")
 
 
 if __name__ == "__main__":

@@ -20,9 +20,11 @@ more), and each interpreter's ratio to the control paired round by round.
 root) and prints, for each interpreter's servers and the control's, how
 often the server's I/O thread (its main thread) was preempted per message
 and how often by the client (this process), and its wake-ups that waited
-more than 1 ms for a CPU and how many of those waited while a CPU sat idle: a woken thread queued behind a busy
-CPU until the next load balance, which the processes control, whose
-spinners keep both CPUs busy, does not see.
+more than 1 ms for a CPU and how many of those waited while a CPU sat
+idle: a woken thread queued behind a busy CPU until the next load
+balance, which the processes control, whose spinners keep both CPUs busy,
+does not see. (`scripts/sched-late.py` reads the same trace for the main
+job's simulated threads.)
 """
 
 import argparse
@@ -40,22 +42,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gilbench  # noqa: E402
 
-TCP_KEYS = ("Tcp.RetransSegs", "TcpExt.TCPTimeouts", "TcpExt.TCPLossProbes")
-
-
-def tcp_counters():
-    vals = {}
-    for path in ("/proc/net/snmp", "/proc/net/netstat"):
-        try:
-            with open(path) as f:
-                lines = f.read().splitlines()
-        except OSError:
-            continue
-        for head, body in zip(lines[::2], lines[1::2]):
-            prefix = head.split(":")[0]
-            for key, value in zip(head.split()[1:], body.split()[1:]):
-                vals[f"{prefix}.{key}"] = int(value)
-    return vals
+def retransmitted_segments():
+    """The kernel's count of TCP segments retransmitted (/proc/net/snmp)."""
+    with open("/proc/net/snmp") as f:
+        lines = [line.split() for line in f if line.startswith("Tcp:")]
+    head, values = lines[0], lines[1]
+    return int(values[head.index("RetransSegs")])
 
 
 Round = collections.namedtuple("Round", "seconds slowest retransmits")
@@ -66,17 +58,16 @@ def one_round(interp, threads, processes, pids, kind):
         server = gilbench.Server(interp, threads)
         pids[server.proc.pid] = kind
         try:
-            before = tcp_counters()
+            before = retransmitted_segments()
             c = server.connect()
             try:
                 seconds, slowest = gilbench.echo_transfer(c)
             finally:
                 c.close()
-            after = tcp_counters()
+            after = retransmitted_segments()
         finally:
             server.close()
-    retransmits = after.get(TCP_KEYS[0], 0) - before.get(TCP_KEYS[0], 0)
-    return Round(seconds, slowest, retransmits)
+    return Round(seconds, slowest, after - before)
 
 
 def median(xs):
@@ -91,9 +82,10 @@ TASK = re.compile(r"\[(\d+)(?:/(\d+))?\]$")
 
 def sched_report(timehist, pids, client):
     """Per kind of server, for its I/O thread (the main thread): its times
-    on a CPU, the wake-ups that waited more than 1 ms for one, those of them during which
-    a CPU idled for at least half the wait, preemptions, and how many of
-    those handed the CPU to the client (process CLIENT)."""
+    on a CPU, the wake-ups that waited more than 1 ms for one, those of
+    them during which a CPU idled for at least half the wait, its
+    preemptions, and how many of those handed the CPU to the client
+    (process CLIENT)."""
     runs = collections.defaultdict(list)  # cpu -> (start, end, idle?)
     waits = []
     preempted = collections.defaultdict(lambda: [0, 0])

@@ -31,6 +31,7 @@ lock does not see (see samespace.py).
 import argparse
 import asyncio
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -182,8 +183,6 @@ def schedstat():
 
 
 def echo(args):
-    import resource
-
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     s.listen(1)

@@ -513,6 +513,102 @@ fn a_cpu_waiter_spinning_for_an_io_holder_takes_the_lock_back() {
     }
 }
 
+#[test]
+fn a_cpu_waiter_watching_alone_misses_no_release() {
+    // As above, but I makes two calls while C asks for the lock back: C,
+    // alone in the room, watches with WAITERS cleared (it needs no
+    // wake-up), so I takes the lock back and lets it go on the fast path,
+    // without the mutex. Whatever the interleaving, C either takes the
+    // lock during the watch or puts WAITERS back before it sleeps, so no
+    // release of I's is lost on it (and I, if C got the lock between its
+    // calls, gets it back): both finish.
+    for config in [GilConfig::new().spin_us(10), GilConfig::new().monitor(true).spin_us(10)] {
+        let config = config.policy(gil_core::Policy::Priority);
+        loom::model(move || {
+            let gil = Arc::new(Gil::new(config.clone()).unwrap());
+            let (c, i) = (tok(1), tok(2));
+            gil.acquire(c).unwrap();
+            gil.release(c, ReleaseReason::Forced).unwrap(); // nobody waits: returns at once
+            gil.acquire(c).unwrap(); // now a CPU-class holder
+            let io = {
+                let gil = gil.clone();
+                thread::spawn(move || {
+                    for _ in 0..2 {
+                        gil.acquire(i).unwrap();
+                        gil.release(i, ReleaseReason::Voluntary).unwrap();
+                    }
+                })
+            };
+            while !gil.drop_requested() {
+                thread::yield_now();
+            }
+            gil.release(c, ReleaseReason::Forced).unwrap();
+            gil.acquire(c).unwrap();
+            assert_eq!(gil.holder(), Some(c));
+            gil.release(c, ReleaseReason::Final).unwrap();
+            io.join().unwrap();
+        });
+    }
+}
+
+#[test]
+fn a_drop_request_brings_a_watcher_back_into_the_lock_word() {
+    // C, CPU-class, waits while I (I/O-class) holds; alone, it watches
+    // with WAITERS cleared. The monitor's look (the clock's tick, at any
+    // point) asks I to drop: the request puts WAITERS back, so I cannot
+    // finish releasing on the fast path while the callback runs for it.
+    // (The monitor drops a panic of the callback: the callback counts
+    // what it saw instead.)
+    let config = GilConfig::new()
+        .policy(gil_core::Policy::Priority)
+        .monitor(true)
+        .spin_us(10);
+    let (calls, released) = (
+        std::sync::Arc::new(AtomicUsize::new(0)),
+        std::sync::Arc::new(AtomicUsize::new(0)),
+    );
+    let (counted, seen_released) = (calls.clone(), released.clone());
+    loom::model(move || {
+        let phases = std::sync::Arc::new(Phases::default());
+        let (cb_phases, counted, seen_released) = (phases.clone(), counted.clone(), seen_released.clone());
+        let config = config.clone().on_drop_request(move |holder| {
+            let before = cb_phases.active(holder);
+            thread::yield_now();
+            if !before || !cb_phases.active(holder) {
+                seen_released.fetch_add(1, SeqCst);
+            }
+            counted.fetch_add(1, SeqCst);
+        });
+        let gil = Arc::new(Gil::new(config).unwrap());
+        let (c, i) = (tok(1), tok(2));
+        let ready = std::sync::Arc::new(AtomicBool::new(false));
+        let cpu = {
+            let (gil, phases, ready) = (gil.clone(), phases.clone(), ready.clone());
+            thread::spawn(move || {
+                acquire(&gil, &phases, c);
+                release(&gil, &phases, c, ReleaseReason::Forced); // nobody waits: CPU-class at once
+                ready.store(true, SeqCst);
+                acquire(&gil, &phases, c);
+                release(&gil, &phases, c, ReleaseReason::Final);
+            })
+        };
+        while !ready.load(SeqCst) {
+            thread::yield_now();
+        }
+        let clock = spawn_clock(&gil);
+        acquire(&gil, &phases, i);
+        release(&gil, &phases, i, ReleaseReason::Voluntary);
+        clock.join().unwrap();
+        cpu.join().unwrap();
+    });
+    assert!(calls.load(SeqCst) > 0, "no execution ran the callback");
+    assert_eq!(
+        released.load(SeqCst),
+        0,
+        "a holder finished releasing during its callback"
+    );
+}
+
 // ---- the monitor ---------------------------------------------------------
 //
 // Under loom a monitored lock has no monitor thread: the clock thread's

@@ -1,7 +1,7 @@
 //! The priority policy and lazy release, with real threads.
 #![cfg(not(gil_loom))]
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -424,6 +424,9 @@ struct Watched {
     took_early: bool,
     /// The waiter's CPU time in its `acquire`.
     cpu_time: Duration,
+    /// With `count_io_waits`, how many of the I/O thread's takes during its
+    /// quick calls waited in the room (its `WAIT_START` events); else 0.
+    io_waits: usize,
     /// The round did not go as meant, and says nothing: the OS took
     /// either thread's CPU (the I/O thread's holds and calls grew, or the
     /// waiter's watch, which keeps the time, passed while it could not
@@ -435,9 +438,10 @@ struct Watched {
 /// I/O-class thread holds it; 200 µs after it began to wait, the I/O
 /// thread makes quick calls (letting go for 2 µs, well within the 20 µs
 /// grace), holding the lock `hold_us` after each, until `calls_us` after
-/// the wait began (at least one call), then lets go for good.
+/// the wait began (at least one call), then lets go for good. With
+/// `count_io_waits`, counts the I/O thread's waits in the room meanwhile.
 #[cfg(target_os = "linux")]
-fn watch_quick_calls(limit_us: u64, calls_us: u64, hold_us: u64) -> Watched {
+fn watch_quick_calls(limit_us: u64, calls_us: u64, hold_us: u64, count_io_waits: bool) -> Watched {
     let config = GilConfig::preset("priority").unwrap().spin_us(limit_us);
     let gil = Arc::new(Gil::new(config.switch_interval_us(60_000_000)).unwrap());
     let (cpu, io) = (tok(1), tok(2));
@@ -463,12 +467,16 @@ fn watch_quick_calls(limit_us: u64, calls_us: u64, hold_us: u64) -> Watched {
     while !ready.load(Ordering::SeqCst) {
         thread::yield_now();
     }
-    // When the waiter began to wait, which is when its watch begins.
+    // When the waiter began to wait, which is when its watch begins, and
+    // how often the I/O thread waited.
     let waiting = Arc::new(std::sync::Mutex::new(None::<Instant>));
-    let seen = waiting.clone();
+    let io_waits = Arc::new(AtomicUsize::new(0));
+    let (seen, io_waited) = (waiting.clone(), io_waits.clone());
     let hook: gil_core::EventHook = Arc::new(move |e: &gil_core::Event| {
         if e.token == cpu {
             *seen.lock().unwrap() = Some(Instant::now());
+        } else {
+            io_waited.fetch_add(1, Ordering::SeqCst);
         }
     });
     let hook = gil.add_event_hook(hook, gil_core::EventMask::WAIT_START).unwrap();
@@ -480,7 +488,14 @@ fn watch_quick_calls(limit_us: u64, calls_us: u64, hold_us: u64) -> Watched {
         std::hint::spin_loop();
     };
     let switches = involuntary_switches();
-    gil.remove_event_hook(hook).unwrap();
+    // The hook makes every take and release report itself, which lengthens
+    // the I/O thread's holds: it stays on only to count its waits.
+    let hook = if count_io_waits {
+        Some(hook)
+    } else {
+        gil.remove_event_hook(hook).unwrap();
+        None
+    };
     while waited.elapsed() < Duration::from_micros(200) {
         std::hint::spin_loop(); // the waiter is watching by now
     }
@@ -500,12 +515,16 @@ fn watch_quick_calls(limit_us: u64, calls_us: u64, hold_us: u64) -> Watched {
             break;
         }
     }
+    if let Some(hook) = hook {
+        gil.remove_event_hook(hook).unwrap();
+    }
     io_done.store(true, Ordering::SeqCst);
     gil.release(io, ReleaseReason::Final).unwrap();
     let (took_early, cpu_time, cpu_preempted) = cpu_thread.join().unwrap();
     Watched {
         took_early,
         cpu_time,
+        io_waits: io_waits.load(Ordering::SeqCst),
         preempted: late || io_preempted || cpu_preempted,
     }
 }
@@ -522,13 +541,32 @@ fn watch_quick_calls(limit_us: u64, calls_us: u64, hold_us: u64) -> Watched {
 #[cfg(target_os = "linux")]
 #[test]
 fn priority_a_cpu_thread_watches_an_io_threads_quick_calls_without_sleeping() {
+    assert_watched_through_quick_calls(1);
+}
+
+/// As above with no hold between the quick calls: the I/O thread takes
+/// the lock back and lets it go at once, mostly between two of the
+/// waiter's looks, so that the waiter finds the lock free look after look.
+/// Each take still ends a free lock's grace (the waiter counts the I/O
+/// thread's takes), and the waiter takes the lock only once the calls end.
+#[cfg(target_os = "linux")]
+#[test]
+fn priority_a_cpu_thread_counts_the_io_threads_takes_it_did_not_see() {
+    assert_watched_through_quick_calls(0);
+}
+
+/// The two tests above: quick calls with holds of `hold_us` between them
+/// for 1.7 ms of a 1 ms spin limit's watch, in rounds the OS did not
+/// preempt, fail if the waiter took the lock early in three.
+#[cfg(target_os = "linux")]
+fn assert_watched_through_quick_calls(hold_us: u64) {
     let _serial = one_at_a_time();
     if thread::available_parallelism().map_or(2, |n| n.get()) < 2 {
         return;
     }
     let mut early = 0;
     for _ in 0..20 {
-        let w = watch_quick_calls(1_000, 1_700, 1);
+        let w = watch_quick_calls(1_000, 1_700, hold_us, false);
         if w.preempted {
             continue;
         }
@@ -542,6 +580,33 @@ fn priority_a_cpu_thread_watches_an_io_threads_quick_calls_without_sleeping() {
         );
     }
     eprintln!("{early} of 20 rounds took the lock early, the others were preempted: nothing shown either way");
+}
+
+/// While a CPU-class thread, alone in the waiting room, watches an
+/// I/O-class thread's quick calls, the I/O thread takes the lock back
+/// after each call without waiting in the room: the watcher, which needs
+/// no wake-up, steps out of the lock word, so the takes and releases stay
+/// on the fast path (in the room, each would take the mutex). Checked on
+/// rounds the OS did not preempt and in which the waiter watched on.
+#[cfg(target_os = "linux")]
+#[test]
+fn priority_an_io_threads_quick_calls_stay_on_the_fast_path_while_a_cpu_thread_watches() {
+    let _serial = one_at_a_time();
+    if thread::available_parallelism().map_or(2, |n| n.get()) < 2 {
+        return;
+    }
+    for _ in 0..20 {
+        let w = watch_quick_calls(1_000, 1_700, 1, true);
+        if w.preempted || w.took_early {
+            continue;
+        }
+        assert_eq!(
+            w.io_waits, 0,
+            "the I/O thread waited in the room during its quick calls"
+        );
+        return;
+    }
+    eprintln!("no round unpreempted with the waiter watching on: nothing shown either way");
 }
 
 /// A CPU-class thread watching an I/O-class thread stops watching once
@@ -561,7 +626,7 @@ fn priority_a_cpu_thread_sleeps_through_an_io_threads_long_hold() {
     if thread::available_parallelism().map_or(2, |n| n.get()) < 2 {
         return;
     }
-    let rounds: Vec<Watched> = (0..10).map(|_| watch_quick_calls(10_000, 0, 3_000)).collect();
+    let rounds: Vec<Watched> = (0..10).map(|_| watch_quick_calls(10_000, 0, 3_000, false)).collect();
     let Some(least) = rounds.iter().filter(|w| !w.preempted).map(|w| w.cpu_time).min() else {
         eprintln!("every round preempted: nothing shown either way");
         return;

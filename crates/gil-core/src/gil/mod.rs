@@ -481,7 +481,9 @@ impl Gil {
     /// thread has released it ([`settle`](Self::settle) ends the reservation).
     pub fn is_idle(&self) -> bool {
         let s = self.inner.hot.word.load(Acquire);
-        s & WAITERS == 0 && s & (LOCKED | SYSCALL) != LOCKED
+        // A waiter watching with `WAITERS` cleared (`spin_while_io_holds`)
+        // is the CPU spinner.
+        s & WAITERS == 0 && s & (LOCKED | SYSCALL) != LOCKED && !self.inner.cpu_spinner.load(Relaxed)
     }
 
     /// Ends the reservation of a lazily released lock that nobody waits

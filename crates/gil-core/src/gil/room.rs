@@ -398,9 +398,12 @@ impl Gil {
     }
 
     /// Raises the drop request on the current holder. Called under the
-    /// mutex with WAITERS set, so the holder cannot finish releasing (that
-    /// needs the mutex) while the callback runs.
+    /// mutex with a waiter in the room, and sets `WAITERS` (a watcher may
+    /// have cleared it, see `spin_while_io_holds`), so the holder cannot
+    /// finish releasing (that needs the mutex) while the callback runs,
+    /// and answers the request on the slow path.
     pub(super) fn request_drop(&self, by: Option<Token>) -> Result<(), Box<dyn Any + Send>> {
+        self.inner.hot.word.set_waiters();
         let fresh = !self.inner.drop_request.swap(true, Relaxed);
         if fresh {
             bump(&self.inner.drop_requests, 1);
@@ -483,6 +486,9 @@ impl Gil {
     /// where each `munmap` of the holder interrupts it to flush its TLB
     /// (an asyncio server unmaps a receive buffer per read). Once per
     /// holder (`spun_on` keeps its switch number), one waiter at a time.
+    /// A waiter alone in the room watches with `WAITERS` cleared, so that
+    /// the I/O thread's calls meanwhile cost what they cost with nobody
+    /// waiting (the module docs of `word.rs`).
     /// The guard back, and whether it spun.
     pub(super) fn spin_while_io_holds<'s>(
         &self,
@@ -505,8 +511,18 @@ impl Gil {
             return (room, false);
         }
         *spun_on = Some(sn);
-        drop(room);
         let hot = &*self.inner.hot;
+        // Alone in the room, the watcher steps out of the lock word: it
+        // needs no wake-up, and with `WAITERS` clear the I/O thread's takes
+        // and releases around its calls stay on the fast path instead of
+        // queueing through the mutex each time. A drop request puts it
+        // back (`request_drop`); so does the watcher, under the mutex,
+        // before it looks at the word again.
+        let stepped_out = room.census.waiters() == 1 && !self.inner.drop_request.load(Relaxed);
+        if stepped_out {
+            hot.word.clear_waiters();
+        }
+        drop(room);
         // The I/O thread lets go around a call. Most of its calls return at
         // once (a send, a poll that finds its data ready) and it takes the
         // lock straight back: only a lock that stays free for `SPIN_GRACE`
@@ -518,15 +534,23 @@ impl Gil {
         // is back from a call, `WATCH_HOLD`.
         let taken_at = Cell::new(Instant::now());
         let hold = Cell::new(limit);
+        // The I/O thread's takes so far: a hold between two calls can be
+        // shorter than the time from one look to the next, and a lock seen
+        // free at both looks may have been taken back in between.
+        let takes = Cell::new(hot.acquisitions.load(Relaxed));
         spin_while(2 * limit + SPIN_GRACE, || {
             if hot.switch_number.load(Relaxed) != sn {
                 return false;
             }
-            if self.word_locked() {
-                if free_since.take().is_some() {
-                    taken_at.set(Instant::now());
-                    hold.set(limit.min(WATCH_HOLD));
-                }
+            let seen = hot.acquisitions.load(Relaxed);
+            let locked = self.word_locked();
+            if seen != takes.replace(seen) || (locked && free_since.get().is_some()) {
+                // Back from a call: a free lock's grace starts again.
+                free_since.set(None);
+                taken_at.set(Instant::now());
+                hold.set(limit.min(WATCH_HOLD));
+            }
+            if locked {
                 return taken_at.get().elapsed() < hold.get();
             }
             let since = free_since.get().unwrap_or_else(|| {
@@ -536,8 +560,13 @@ impl Gil {
             });
             since.elapsed() < SPIN_GRACE
         });
+        let room = slow.mutex.lock_spinning(limit);
+        if stepped_out {
+            hot.word.set_waiters();
+        }
+        // After `WAITERS` is back: `is_idle` sees one or the other.
         self.inner.cpu_spinner.store(false, Relaxed);
-        (slow.mutex.lock_spinning(limit), true)
+        (room, true)
     }
 
     /// At the top of a wait loop, `w` allowed to take the lock: if it is

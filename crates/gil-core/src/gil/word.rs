@@ -26,6 +26,12 @@
 //! moves under the mutex") hold for every waiter, exactly as in CPython
 //! where *every* take and drop takes `gil->mutex`. Without waiters there is
 //! nobody to reason about, so acquire + release cost two uncontended CAS.
+//! One waiter steps out: the room's only waiter, a CPU-class thread
+//! watching an I/O-class holder's quick calls (`Gil::spin_while_io_holds`),
+//! clears `WAITERS` for its watch, which reasons about nothing and needs no
+//! wake-up, so that the holder's calls keep the fast paths. It sets it back
+//! under the mutex before it looks at the word again, and so does anyone
+//! who joins or raises a drop request meanwhile.
 //!
 //! A lazy release adds `SYSCALL` and bumps the generation, so a thread back
 //! from its call can only reclaim its own episode: if somebody took the lock

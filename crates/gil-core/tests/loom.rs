@@ -486,31 +486,7 @@ fn a_cpu_waiter_spinning_for_an_io_holder_takes_the_lock_back() {
     // release, then takes the lock or sleeps. Whatever the interleaving,
     // both finish (I's release is not lost on a C that spun instead of
     // waiting) and C ends up holding, plain and monitored.
-    for config in [GilConfig::new().spin_us(10), GilConfig::new().monitor(true).spin_us(10)] {
-        let config = config.policy(gil_core::Policy::Priority);
-        loom::model(move || {
-            let gil = Arc::new(Gil::new(config.clone()).unwrap());
-            let (c, i) = (tok(1), tok(2));
-            gil.acquire(c).unwrap();
-            gil.release(c, ReleaseReason::Forced).unwrap(); // nobody waits: returns at once
-            gil.acquire(c).unwrap(); // now a CPU-class holder
-            let io = {
-                let gil = gil.clone();
-                thread::spawn(move || {
-                    gil.acquire(i).unwrap();
-                    gil.release(i, ReleaseReason::Voluntary).unwrap();
-                })
-            };
-            while !gil.drop_requested() {
-                thread::yield_now();
-            }
-            gil.release(c, ReleaseReason::Forced).unwrap();
-            gil.acquire(c).unwrap();
-            assert_eq!(gil.holder(), Some(c));
-            io.join().unwrap();
-            gil.release(c, ReleaseReason::Final).unwrap();
-        });
-    }
+    cpu_waiter_takes_the_lock_back(1);
 }
 
 #[test]
@@ -522,6 +498,13 @@ fn a_cpu_waiter_watching_alone_misses_no_release() {
     // lock during the watch or puts WAITERS back before it sleeps, so no
     // release of I's is lost on it (and I, if C got the lock between its
     // calls, gets it back): both finish.
+    cpu_waiter_takes_the_lock_back(2);
+}
+
+/// The two models above: C, a CPU-class holder, is preempted by I, which
+/// then makes `calls` calls (a take and a voluntary release each) while C
+/// asks for the lock back; C ends up holding.
+fn cpu_waiter_takes_the_lock_back(calls: usize) {
     for config in [GilConfig::new().spin_us(10), GilConfig::new().monitor(true).spin_us(10)] {
         let config = config.policy(gil_core::Policy::Priority);
         loom::model(move || {
@@ -533,7 +516,7 @@ fn a_cpu_waiter_watching_alone_misses_no_release() {
             let io = {
                 let gil = gil.clone();
                 thread::spawn(move || {
-                    for _ in 0..2 {
+                    for _ in 0..calls {
                         gil.acquire(i).unwrap();
                         gil.release(i, ReleaseReason::Voluntary).unwrap();
                     }
@@ -545,6 +528,7 @@ fn a_cpu_waiter_watching_alone_misses_no_release() {
             gil.release(c, ReleaseReason::Forced).unwrap();
             gil.acquire(c).unwrap();
             assert_eq!(gil.holder(), Some(c));
+            // Before the join: I may wait for it (a call after C's take).
             gil.release(c, ReleaseReason::Final).unwrap();
             io.join().unwrap();
         });

@@ -13,7 +13,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::word::{IN_SLICE, LOCKED, SYSCALL};
+use super::word::{IN_SLICE, LOCKED, SYSCALL, WAITERS};
 use super::{bump, AbortCheck, Gil};
 use crate::class::{self, ThreadClass};
 use crate::events::{Event, EventKind};
@@ -403,7 +403,12 @@ impl Gil {
     /// finish releasing (that needs the mutex) while the callback runs,
     /// and answers the request on the slow path.
     pub(super) fn request_drop(&self, by: Option<Token>) -> Result<(), Box<dyn Any + Send>> {
-        self.inner.hot.word.set_waiters();
+        // With a waiter in the room only a watcher clears it, under the
+        // mutex held here: a load says whether one did, and spares the
+        // usual request a write to the holder's cache line.
+        if self.inner.hot.word.load(Relaxed) & WAITERS == 0 {
+            self.inner.hot.word.set_waiters();
+        }
         let fresh = !self.inner.drop_request.swap(true, Relaxed);
         if fresh {
             bump(&self.inner.drop_requests, 1);
@@ -544,6 +549,8 @@ impl Gil {
             }
             let seen = hot.acquisitions.load(Relaxed);
             let locked = self.word_locked();
+            // A take counted, or seen as the word locked again (the count
+            // is bumped just after the word is taken).
             if seen != takes.replace(seen) || (locked && free_since.get().is_some()) {
                 // Back from a call: a free lock's grace starts again.
                 free_since.set(None);

@@ -15,9 +15,9 @@
 //! | `interval_us` | the switch interval, 0 to [`MAX_SWITCH_INTERVAL_US`] µs (0 behaves as 1) |
 //! | `lazy_us`     | the lazy-release threshold, 1 µs to one hour; lazy presets only |
 //! | `spin_us`     | the spin limit, 0 to [`MAX_SPIN_US`] µs                |
-//! | `laps`        | the bound on laps, 0 to [`MAX_LAPS`]; not `classic`    |
+//! | `laps`        | the bound on laps, 0 to [`MAX_LAPS`]; priority or monitor presets only (not `classic`, `lazy`) |
 //! | `stats`       | `1`: per-thread accounting from the start, `0`: off    |
-//! | `trace`       | a trace file: `.json` (Chrome trace events) or `.svg`, `%p` for the process id, `%%` for `%` |
+//! | `trace`       | a trace file: `NAME.json` (Chrome trace events) or `NAME.svg`, `%p` for the process id, `%%` for `%` |
 //! | `trace_ring`  | keep only the last 1 to 2^32 events (needs `trace`)   |
 //!
 //! Strict on purpose: no spaces, no signs, no empty option (`,,` or a
@@ -407,7 +407,7 @@ impl fmt::Display for OptionsErrorKind {
                 ),
                 TracePathProblem::Extension => write!(
                     f,
-                    "trace file '{path}' must end in .json (Chrome trace events, for Perfetto) or .svg (a timeline)"
+                    "trace file '{path}' must end in .json (Chrome trace events, for Perfetto) or .svg (a timeline), after a file name"
                 ),
                 TracePathProblem::Encoding => {
                     write!(f, "trace file '{path}' must be UTF-8 without NUL bytes")
@@ -453,6 +453,39 @@ fn number(value: &[u8], max: u64) -> Option<u64> {
     })
 }
 
+/// A trace file's format, which its name says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TraceFormat {
+    /// Chrome trace-event JSON (`NAME.json`).
+    ChromeJson,
+    /// An SVG timeline (`NAME.svg`).
+    Svg,
+}
+
+impl TraceFormat {
+    /// The format a trace file name asks for: its last component is a
+    /// name followed by `.json` or `.svg` (any case); `None` for anything
+    /// else, `.json` alone too (a hidden file without an extension). The
+    /// options grammar, the trace writer and the C ABI all decide with this.
+    pub fn from_name(name: &[u8]) -> Option<TraceFormat> {
+        let is_separator = |c: &u8| *c == b'/' || (cfg!(windows) && *c == b'\\');
+        let file = name.rsplit(is_separator).next().unwrap_or(name);
+        let ends = |ext: &[u8]| file.len() > ext.len() && file[file.len() - ext.len()..].eq_ignore_ascii_case(ext);
+        if ends(b".json") {
+            Some(TraceFormat::ChromeJson)
+        } else if ends(b".svg") {
+            Some(TraceFormat::Svg)
+        } else {
+            None
+        }
+    }
+
+    /// [`TraceFormat::from_name`] of a path.
+    pub fn from_path(path: &std::path::Path) -> Option<TraceFormat> {
+        TraceFormat::from_name(path.as_os_str().as_encoded_bytes())
+    }
+}
+
 /// Checks a `trace` file name (see the [module](self)).
 fn check_trace_path(path: &[u8]) -> Result<String, TracePathProblem> {
     if path.is_empty() || path.len() > MAX_TRACE_PATH {
@@ -468,8 +501,7 @@ fn check_trace_path(path: &[u8]) -> Result<String, TracePathProblem> {
         }
         i += 1;
     }
-    let ends = |ext: &[u8]| path.len() > ext.len() && path[path.len() - ext.len()..].eq_ignore_ascii_case(ext);
-    if !ends(b".json") && !ends(b".svg") {
+    if TraceFormat::from_name(path).is_none() {
         return Err(TracePathProblem::Extension);
     }
     match std::str::from_utf8(path) {
@@ -655,6 +687,24 @@ mod tests {
         let e = Options::parse_without_observers(b"priority,laps=1,stats=1").unwrap_err();
         assert_eq!(e.kind(), &OptionsErrorKind::ObserverNotTaken(Key::Stats));
         assert!(Options::parse_without_observers(b"priority,laps=1").is_ok());
+    }
+
+    #[test]
+    fn a_trace_name_needs_a_file_name_before_its_extension() {
+        assert!(err("priority,trace=/tmp/.json").contains("after a file name"));
+        assert!(err("priority,trace=.SVG").contains("after a file name"));
+        assert!(err("priority,trace=out/.json").contains("after a file name"));
+        assert!(err("priority,trace=dir.json/").contains("after a file name"));
+        for ok in [
+            "priority,trace=/tmp/a.json",
+            "priority,trace=..json",
+            "priority,trace=%p.svg",
+        ] {
+            assert!(ok.parse::<Options>().is_ok(), "{ok}");
+        }
+        assert_eq!(TraceFormat::from_name(b"x/.json"), None);
+        assert_eq!(TraceFormat::from_name(b"x/a.Json"), Some(TraceFormat::ChromeJson));
+        assert_eq!(TraceFormat::from_name(b"a.svg"), Some(TraceFormat::Svg));
     }
 
     #[test]

@@ -427,3 +427,208 @@ fn a_trace_file_that_cannot_be_written_fails_at_the_start_and_an_old_one_stays_u
     assert!(session.finish().is_err());
     assert!(!dir.exists());
 }
+
+/// A fresh, empty directory for one test.
+#[cfg(unix)]
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gil-names-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Starts a trace session on `path` in a thread of its own, so that a
+/// start that blocks (opening a FIFO for writing waits for a reader) fails
+/// the test instead of hanging it; the start's result.
+#[cfg(unix)]
+fn start_session(path: &std::path::Path) -> std::io::Result<gil_core::trace::TraceSession> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = path.to_path_buf();
+    thread::spawn(move || {
+        let _ = tx.send(gil_core::trace::TraceSession::create(&owned, 0));
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("starting a trace on {} blocked", path.display()))
+}
+
+/// Asserts that a trace on `name` is refused at the start and at the
+/// write, with `GIL_ERR_IO`'s kind (not an invalid name) and a message
+/// saying what `name` is.
+#[cfg(unix)]
+fn assert_trace_refused(name: &std::path::Path, what: &str) {
+    let err = start_session(name).expect_err("a trace session on a name that is not a regular file");
+    assert_ne!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains(what), "{err}");
+    let (trace, _) = traced_run(GilConfig::new(), 2);
+    let err = trace
+        .write_to(name, TraceFormat::ChromeJson)
+        .expect_err("a trace written to a name that is not a regular file");
+    assert!(err.to_string().contains(what), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_trace_never_writes_through_a_link_to_a_file_outside_its_directory() {
+    let dir = fresh_dir("outside");
+    let elsewhere = fresh_dir("outside-target");
+    let target = elsewhere.join("precious.json");
+    std::fs::write(&target, "precious").unwrap();
+    let link = dir.join("t.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    assert_trace_refused(&link, "a symbolic link");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+    assert!(link.is_symlink(), "the link is left in place");
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        1,
+        "nothing made beside the target"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&elsewhere).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_trace_never_replaces_a_device_node_or_a_link_to_one() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = fresh_dir("device");
+    let node = dir.join("null-copy");
+    let c = std::ffi::CString::new(node.as_os_str().as_encoded_bytes()).unwrap();
+    // A private node with /dev/null's numbers (1, 3): the test touches no
+    // device of the machine's.
+    // SAFETY: `c` is a NUL-terminated path.
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) } != 0 {
+        let e = std::io::Error::last_os_error();
+        eprintln!("skipped: mknod needs CAP_MKNOD ({e}); CI runs as root");
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    }
+    let link = dir.join("t.json");
+    std::os::unix::fs::symlink(&node, &link).unwrap();
+    assert_trace_refused(&link, "a symbolic link");
+    let named = dir.join("named.json");
+    std::fs::rename(&node, &named).unwrap();
+    assert_trace_refused(&named, "a device");
+    let kind = std::fs::symlink_metadata(&named).unwrap().file_type();
+    assert!(kind.is_char_device(), "the node is still a device");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_trace_refuses_a_link_another_user_owns_in_a_sticky_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = fresh_dir("sticky");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let elsewhere = fresh_dir("sticky-target");
+    let target = elsewhere.join("etc-anything");
+    std::fs::write(&target, "config").unwrap();
+    let link = dir.join("gil-1234.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    // As root (CI), the link belongs to another user, as one planted in
+    // /tmp would; otherwise it is the test's own.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let c = std::ffi::CString::new(link.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path.
+        assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
+    }
+    assert_trace_refused(&link, "a symbolic link");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "config");
+    assert!(link.is_symlink());
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&elsewhere).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_trace_refuses_a_fifo_without_opening_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = fresh_dir("fifo");
+    let fifo = dir.join("t.json");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    assert_trace_refused(&fifo, "a FIFO");
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_link_put_at_the_name_during_a_trace_is_not_followed_at_its_end() {
+    let dir = fresh_dir("swap");
+    let elsewhere = fresh_dir("swap-target");
+    let target = elsewhere.join("precious");
+    std::fs::write(&target, "precious").unwrap();
+    let name = dir.join("t.json");
+    let session = start_session(&name).unwrap();
+    std::fs::remove_file(&name).unwrap();
+    std::os::unix::fs::symlink(&target, &name).unwrap();
+    let err = session.finish().expect_err("the name became a link");
+    assert!(err.to_string().contains("a symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+    assert!(name.is_symlink());
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "no temporary file left: {leftovers:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&elsewhere).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_trace_replaces_a_regular_file_and_keeps_its_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = fresh_dir("regular");
+    let name = dir.join("t.json");
+    std::fs::write(&name, "old").unwrap();
+    std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let session = start_session(&name).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&name).unwrap(),
+        "old",
+        "left as it is until the end"
+    );
+    session.finish().unwrap();
+    assert!(std::fs::read_to_string(&name).unwrap().contains("traceEvents"));
+    let mode = std::fs::metadata(&name).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_grammar_accepts_exactly_the_trace_names_a_session_can_start() {
+    use gil_core::trace::TraceSession;
+    use gil_core::Options;
+    let dir = std::env::temp_dir().join(format!("gil-grammar-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in [
+        "t.json",
+        ".json",
+        ".svg",
+        "t.SVG",
+        "..json",
+        "t.json.txt",
+        "t.jsonl",
+        "json",
+        "a b.svg",
+        "%%.json",
+        "x.Json",
+    ] {
+        let path = dir.join(name);
+        let text = format!("priority,trace={}", path.display());
+        let parsed = text.parse::<Options>();
+        let started = TraceSession::create(&path, 0);
+        assert_eq!(
+            parsed.is_ok(),
+            started.is_ok(),
+            "{name}: the grammar says {:?}, a session {:?}",
+            parsed.err().map(|e| e.to_string()),
+            started.err()
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -7,9 +7,11 @@ use super::*;
 /// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
 /// anything else is `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
 /// so a path that cannot be written fails here with `GIL_ERR_IO`, not at
-/// the end: it is opened for writing (created empty if missing; an
-/// existing file is left as it is until `gil_trace_stop` replaces it) and
-/// a file is created and removed beside it. `title` (may be NULL; not
+/// the end: a name that holds anything but a regular file (a symbolic
+/// link, a FIFO, a device, a directory) is refused, never followed or
+/// opened; a missing file is created empty (`O_EXCL | O_NOFOLLOW`), an
+/// existing one is left as it is until `gil_trace_stop` replaces it; and a
+/// file is created and removed beside it. `title` (may be NULL; not
 /// UTF-8 is shown with replacement characters) heads the picture.
 /// At most `max_events` events are kept (0: about a million); a trace that
 /// fills up ends at the first event that did not fit. Names given to rows
@@ -147,7 +149,9 @@ pub unsafe extern "C" fn gil_trace_name_thread(
 
 /// Stops the running trace and writes it to the file given to
 /// `gil_trace_start`, whole: into a new file beside it (`.NAME.PID.N.tmp`,
-/// same directory), renamed over the path once complete. The path holds
+/// same directory, `O_EXCL | O_NOFOLLOW`), renamed over the path once
+/// complete. If the name no longer holds a regular file or nothing (a
+/// symbolic link put there meanwhile), `GIL_ERR_IO` and nothing is written. The path holds
 /// what it held before, then one whole trace, never part of one: a trace
 /// started on the same path meanwhile (on this lock once this call has
 /// taken the trace, or on another) writes its own file the same way, and

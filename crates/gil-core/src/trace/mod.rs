@@ -45,6 +45,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::events::{now_ns, Event, EventHook, EventKind};
+pub use crate::options::TraceFormat;
 use crate::reason::ReleaseReason;
 use crate::Token;
 pub use summary::RowSummary;
@@ -704,28 +705,6 @@ impl TraceSession {
     /// [`Tracer::discard_after_fork`]. The file stays as it is.
     pub fn discard_after_fork(self) {
         self.tracer.discard_after_fork();
-    }
-}
-
-/// A file format for a [`Trace`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TraceFormat {
-    /// Chrome trace-event JSON (`.json`).
-    ChromeJson,
-    /// An SVG timeline (`.svg`).
-    Svg,
-}
-
-impl TraceFormat {
-    /// The format a file name asks for: `.json` or `.svg` (any case);
-    /// `None` for anything else.
-    pub fn from_path(path: &Path) -> Option<TraceFormat> {
-        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-        match ext.as_str() {
-            "json" => Some(TraceFormat::ChromeJson),
-            "svg" => Some(TraceFormat::Svg),
-            _ => None,
-        }
     }
 }
 

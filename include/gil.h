@@ -816,20 +816,27 @@ gil_result_t gil_get_histograms(const gil_t *gil,
 // Parses an options text, `PRESET[,KEY=VALUE...]`, the grammar every host
 // shares: a preset name (see `gil_preset_name`), then each at most once
 // `interval_us` (0 to `GIL_MAX_SWITCH_INTERVAL_US`), `lazy_us` (1 µs to an
-// hour; lazy presets only), `spin_us` (0 to `GIL_MAX_SPIN_US`), `laps` (0
-// to `GIL_MAX_LAPS`; not `classic`), `stats` (0 or 1), `trace` (a file
-// name ending in `.json` or `.svg`; `%p` for the process id, `%%` for a
-// percent sign), `trace_ring` (1 to 2^32 events; needs `trace`). No
-// spaces; an unknown key, a key given twice and an empty option are
-// errors, so a typo never leaves a default silently in force.
+// hour), `spin_us` (0 to `GIL_MAX_SPIN_US`), `laps` (0 to
+// `GIL_MAX_LAPS`), `stats` (0 or 1), `trace` (a file name `NAME.json` or
+// `NAME.svg`; `%p` for the process id, `%%` for a percent sign),
+// `trace_ring` (1 to 2^32 events; needs `trace`). No spaces; an unknown
+// key, a key given twice and an empty option are errors, so a typo never
+// leaves a default silently in force. Which presets take which keys (any
+// other pairing is an error):
+//
+// | key | presets |
+// |-----|---------|
+// | `interval_us`, `spin_us`, `stats`, `trace`, `trace_ring` | all |
+// | `lazy_us` | `lazy`, `priority-lazy`, `priority-lazy-monitor` |
+// | `laps` | `priority`, `priority-lazy`, `monitor`, `priority-monitor`, `priority-lazy-monitor` |
 //
 // On success fills `*config_out` (whole, `struct_size` included, no
 // callback: add the host's own) and, if `options_out` is not NULL,
 // `*options_out`. With `options_out` NULL the host starts no observers,
 // and `stats`, `trace` and `trace_ring` are refused.
 //
-// On failure writes nothing to the outputs and puts a message for the
-// user into `err` (if not NULL; cut to `err_len` bytes, NUL included; 256
+// On every failure writes nothing to the outputs and puts a message for
+// the user into `err` (if not NULL; cut to `err_len` bytes, NUL included; 256
 // bytes hold every message but the longest values), naming the text
 // (escaped: `\xNN` for a byte that is not printable ASCII) and what is
 // wrong, e.g. `'priority,laps=99': laps must be a number from 0 to 16, not
@@ -872,8 +879,8 @@ gil_result_t gil_trace_path(const char *template_,
 //
 // The file the trace goes to is copied into `path_out` (if not NULL; cut
 // to `path_len` bytes, NUL included; empty when no trace started), for a
-// message if writing it fails later. On failure `err` (if not NULL; cut to
-// `err_len` bytes) says what failed in words, naming the file and the
+// message if writing it fails later. On every failure `err` (if not NULL;
+// cut to `err_len` bytes) says what failed in words, naming the file and the
 // system's reason, e.g. `the GIL trace file '/x/t.json' cannot be created:
 // No such file or directory (os error 2)`; the accounting stays on if
 // `stats=1` turned it on. Returns `GIL_ERR_IO` for a file that cannot be
@@ -1020,9 +1027,11 @@ const char *gil_result_str(uint32_t result);
 // Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
 // anything else is `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
 // so a path that cannot be written fails here with `GIL_ERR_IO`, not at
-// the end: it is opened for writing (created empty if missing; an
-// existing file is left as it is until `gil_trace_stop` replaces it) and
-// a file is created and removed beside it. `title` (may be NULL; not
+// the end: a name that holds anything but a regular file (a symbolic
+// link, a FIFO, a device, a directory) is refused, never followed or
+// opened; a missing file is created empty (`O_EXCL | O_NOFOLLOW`), an
+// existing one is left as it is until `gil_trace_stop` replaces it; and a
+// file is created and removed beside it. `title` (may be NULL; not
 // UTF-8 is shown with replacement characters) heads the picture.
 // At most `max_events` events are kept (0: about a million); a trace that
 // fills up ends at the first event that did not fit. Names given to rows
@@ -1068,7 +1077,9 @@ gil_result_t gil_trace_name_thread(gil_t *gil,
 
 // Stops the running trace and writes it to the file given to
 // `gil_trace_start`, whole: into a new file beside it (`.NAME.PID.N.tmp`,
-// same directory), renamed over the path once complete. The path holds
+// same directory, `O_EXCL | O_NOFOLLOW`), renamed over the path once
+// complete. If the name no longer holds a regular file or nothing (a
+// symbolic link put there meanwhile), `GIL_ERR_IO` and nothing is written. The path holds
 // what it held before, then one whole trace, never part of one: a trace
 // started on the same path meanwhile (on this lock once this call has
 // taken the trace, or on another) writes its own file the same way, and

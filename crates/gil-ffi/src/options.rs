@@ -71,23 +71,58 @@ unsafe fn write_message(err: *mut c_char, err_len: usize, message: &str) {
     }
 }
 
+/// Runs `body`, the body of an exported call that takes `err`, as
+/// [`guard_result`] does, and on any failure writes a message into `err`
+/// (`err_len` bytes): the body's own, or for a failure that comes without
+/// one (a caught panic) the result code's text. So `err` never keeps what
+/// an earlier call left there when this one fails.
+///
+/// # Safety
+/// `err` is NULL or valid for writing `err_len` bytes.
+unsafe fn with_message(
+    err: *mut c_char,
+    err_len: usize,
+    body: impl FnOnce() -> Result<(), (gil_result_t, String)>,
+) -> gil_result_t {
+    let mut message = None;
+    let code = guard_result(|| {
+        body().map_err(|(code, text)| {
+            message = Some(text);
+            code
+        })
+    });
+    if code != GIL_OK {
+        let fallback = || code.text().to_string_lossy().into_owned();
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_message(err, err_len, &message.unwrap_or_else(fallback)) };
+    }
+    code
+}
+
 /// Parses an options text, `PRESET[,KEY=VALUE...]`, the grammar every host
 /// shares: a preset name (see `gil_preset_name`), then each at most once
 /// `interval_us` (0 to `GIL_MAX_SWITCH_INTERVAL_US`), `lazy_us` (1 µs to an
-/// hour; lazy presets only), `spin_us` (0 to `GIL_MAX_SPIN_US`), `laps` (0
-/// to `GIL_MAX_LAPS`; not `classic`), `stats` (0 or 1), `trace` (a file
-/// name ending in `.json` or `.svg`; `%p` for the process id, `%%` for a
-/// percent sign), `trace_ring` (1 to 2^32 events; needs `trace`). No
-/// spaces; an unknown key, a key given twice and an empty option are
-/// errors, so a typo never leaves a default silently in force.
+/// hour), `spin_us` (0 to `GIL_MAX_SPIN_US`), `laps` (0 to
+/// `GIL_MAX_LAPS`), `stats` (0 or 1), `trace` (a file name `NAME.json` or
+/// `NAME.svg`; `%p` for the process id, `%%` for a percent sign),
+/// `trace_ring` (1 to 2^32 events; needs `trace`). No spaces; an unknown
+/// key, a key given twice and an empty option are errors, so a typo never
+/// leaves a default silently in force. Which presets take which keys (any
+/// other pairing is an error):
+///
+/// | key | presets |
+/// |-----|---------|
+/// | `interval_us`, `spin_us`, `stats`, `trace`, `trace_ring` | all |
+/// | `lazy_us` | `lazy`, `priority-lazy`, `priority-lazy-monitor` |
+/// | `laps` | `priority`, `priority-lazy`, `monitor`, `priority-monitor`, `priority-lazy-monitor` |
 ///
 /// On success fills `*config_out` (whole, `struct_size` included, no
 /// callback: add the host's own) and, if `options_out` is not NULL,
 /// `*options_out`. With `options_out` NULL the host starts no observers,
 /// and `stats`, `trace` and `trace_ring` are refused.
 ///
-/// On failure writes nothing to the outputs and puts a message for the
-/// user into `err` (if not NULL; cut to `err_len` bytes, NUL included; 256
+/// On every failure writes nothing to the outputs and puts a message for
+/// the user into `err` (if not NULL; cut to `err_len` bytes, NUL included; 256
 /// bytes hold every message but the longest values), naming the text
 /// (escaped: `\xNN` for a byte that is not printable ASCII) and what is
 /// wrong, e.g. `'priority,laps=99': laps must be a number from 0 to 16, not
@@ -107,11 +142,15 @@ pub unsafe extern "C" fn gil_config_parse(
     err: *mut c_char,
     err_len: usize,
 ) -> gil_result_t {
-    guard_result(|| {
-        if text.is_null() || config_out.is_null() {
-            // SAFETY: forwarded from this function's contract.
-            unsafe { write_message(err, err_len, "no options text (NULL)") };
-            return Err(GIL_ERR_NULL_ARGUMENT);
+    let body = || {
+        if text.is_null() {
+            return Err((GIL_ERR_NULL_ARGUMENT, "no options text (NULL)".to_owned()));
+        }
+        if config_out.is_null() {
+            return Err((
+                GIL_ERR_NULL_ARGUMENT,
+                "no config_out to write the settings to (NULL)".to_owned(),
+            ));
         }
         // SAFETY: non-NULL and NUL-terminated by the contract.
         let bytes = unsafe { CStr::from_ptr(text) }.to_bytes();
@@ -121,12 +160,11 @@ pub unsafe extern "C" fn gil_config_parse(
             Options::parse(bytes)
         };
         let options = parsed.map_err(|e| {
-            // SAFETY: forwarded from this function's contract.
-            unsafe { write_message(err, err_len, &e.to_string()) };
-            match e.kind() {
+            let code = match e.kind() {
                 OptionsErrorKind::UnknownPreset(_) => GIL_ERR_UNKNOWN_PRESET,
                 _ => GIL_ERR_INVALID_CONFIG,
-            }
+            };
+            (code, e.to_string())
         })?;
         let config = gil_config_t::from_settings(options.settings());
         if !options_out.is_null() {
@@ -148,7 +186,9 @@ pub unsafe extern "C" fn gil_config_parse(
         // SAFETY: checked non-NULL; writable by the contract.
         unsafe { config_out.write(config) };
         Ok(())
-    })
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_message(err, err_len, body) }
 }
 
 /// The trace file name for process `pid` from a `trace=` name as given
@@ -201,8 +241,8 @@ pub const GIL_OPTIONS_FORK_CHILD: u32 = 1;
 ///
 /// The file the trace goes to is copied into `path_out` (if not NULL; cut
 /// to `path_len` bytes, NUL included; empty when no trace started), for a
-/// message if writing it fails later. On failure `err` (if not NULL; cut to
-/// `err_len` bytes) says what failed in words, naming the file and the
+/// message if writing it fails later. On every failure `err` (if not NULL;
+/// cut to `err_len` bytes) says what failed in words, naming the file and the
 /// system's reason, e.g. `the GIL trace file '/x/t.json' cannot be created:
 /// No such file or directory (os error 2)`; the accounting stays on if
 /// `stats=1` turned it on. Returns `GIL_ERR_IO` for a file that cannot be
@@ -230,16 +270,14 @@ pub unsafe extern "C" fn gil_options_start(
     err: *mut c_char,
     err_len: usize,
 ) -> gil_result_t {
-    let fail = |code: gil_result_t, message: &str| {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { write_message(err, err_len, message) };
-        Err(code)
-    };
-    guard_result(|| {
+    let fail = |code: gil_result_t, message: &str| Err((code, message.to_owned()));
+    let body = || {
         // SAFETY: forwarded from this function's contract.
         unsafe { write_message(path_out, path_len, "") };
         // SAFETY: forwarded from this function's contract.
-        let handle = unsafe { handle_ref(gil) }?;
+        let Ok(handle) = (unsafe { handle_ref(gil) }) else {
+            return fail(GIL_ERR_NULL_ARGUMENT, "no lock (NULL)");
+        };
         // SAFETY: NULL or readable by this function's contract.
         let Some(options) = (unsafe { options.as_ref() }) else {
             return fail(GIL_ERR_NULL_ARGUMENT, "no options (NULL)");
@@ -253,7 +291,12 @@ pub unsafe extern "C" fn gil_options_start(
         if flags & !GIL_OPTIONS_FORK_CHILD != 0 {
             return fail(GIL_ERR_INVALID_ARGUMENT, &format!("unknown flags {flags:#x}"));
         }
-        handle.check_not_in_callback()?;
+        if handle.check_not_in_callback().is_err() {
+            return fail(
+                GIL_ERR_REENTRANT,
+                "gil_options_start called from inside one of the lock's callbacks",
+            );
+        }
         if options.stats != 0 {
             handle.gil.set_thread_stats(true);
         }
@@ -278,12 +321,9 @@ pub unsafe extern "C" fn gil_options_start(
         if flags & GIL_OPTIONS_FORK_CHILD != 0 && !has_pid(&name_bytes) {
             return Ok(());
         }
-        let title = if title.is_null() {
-            None
-        } else {
-            // SAFETY: non-NULL, NUL-terminated by this function's contract.
-            Some(unsafe { c_str_lossy(title) }?)
-        };
+        // Not UTF-8 becomes replacement characters: never an error.
+        // SAFETY: NULL or NUL-terminated by this function's contract.
+        let title = (!title.is_null()).then(|| unsafe { c_str_lossy(title) }.unwrap_or_default());
         let ring = options.given & GIL_OPTION_TRACE_RING != 0;
         let max_events = usize::try_from(options.trace_ring).unwrap_or(usize::MAX);
         match start_trace(handle, Path::new(&path), title.as_deref(), max_events, ring) {
@@ -294,9 +334,17 @@ pub unsafe extern "C" fn gil_options_start(
             }
             Err((GIL_ERR_BUSY, _)) => fail(GIL_ERR_BUSY, "a GIL trace is running already"),
             Err((code, Some(e))) => fail(code, &format!("the GIL trace file '{path}' cannot be created: {e}")),
-            Err((code, None)) => fail(code, &format!("the GIL trace file '{path}' cannot be created")),
+            Err((code, None)) => fail(
+                code,
+                &format!(
+                    "the GIL trace file '{path}' cannot be created: {}",
+                    code.text().to_string_lossy()
+                ),
+            ),
         }
-    })
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_message(err, err_len, body) }
 }
 
 /// Whether a trace name (as the grammar takes it) has a `%p`; `%%` is a
@@ -314,6 +362,7 @@ fn has_pid(name: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use gil_core::options::Key;
+    use gil_core::PRESETS;
 
     use super::*;
 
@@ -533,6 +582,150 @@ mod tests {
         // SAFETY: a live lock, freed once.
         assert_eq!(unsafe { gil_free(lock) }, GIL_OK);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// `gil_options_start` on `lock` with `options` into an `err` that an
+    /// earlier call filled: what `err` holds after.
+    fn start_over_stale(lock: *mut gil_t, options: *const gil_options_t) -> (gil_result_t, String) {
+        let mut err = [b'x' as c_char; 128];
+        err[127] = 0;
+        // SAFETY: valid pointers and lengths; `lock` and `options` may be NULL.
+        let r = unsafe {
+            gil_options_start(
+                lock,
+                options,
+                ptr::null(),
+                0,
+                ptr::null_mut(),
+                0,
+                err.as_mut_ptr(),
+                err.len(),
+            )
+        };
+        // SAFETY: NUL-terminated, by gil_options_start or at the end.
+        (
+            r,
+            unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned(),
+        )
+    }
+
+    #[test]
+    fn every_failing_exit_of_options_start_says_what_failed() {
+        let (lock, options) = lock_with(c"priority");
+        let (r, message) = start_over_stale(ptr::null_mut(), &options);
+        assert_eq!((r, message.as_str()), (GIL_ERR_NULL_ARGUMENT, "no lock (NULL)"));
+        let (r, message) = start_over_stale(lock, ptr::null());
+        assert_eq!((r, message.as_str()), (GIL_ERR_NULL_ARGUMENT, "no options (NULL)"));
+        // From inside the lock's own event hook.
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let (at, from_hook) = (lock as usize, seen.clone());
+        let options_at = &raw const options as usize;
+        // SAFETY: a live lock.
+        let gil = unsafe { &(*lock).gil };
+        let hook: gil_core::EventHook = std::sync::Arc::new(move |_: &gil_core::Event| {
+            let mut seen = from_hook.lock().unwrap();
+            if seen.is_none() {
+                *seen = Some(start_over_stale(at as *mut gil_t, options_at as *const gil_options_t));
+            }
+        });
+        let id = gil.add_event_hook(hook, gil_core::EventMask::ALL).unwrap();
+        let token = gil_core::Token::new(1).unwrap();
+        gil.acquire(token).unwrap();
+        gil.release(token, gil_core::ReleaseReason::Final).unwrap();
+        gil.remove_event_hook(id).unwrap();
+        let (r, message) = seen.lock().unwrap().take().expect("the hook ran");
+        assert_eq!(r, GIL_ERR_REENTRANT);
+        assert!(message.contains("inside one of the lock's callbacks"), "{message}");
+        // SAFETY: a live lock, freed once.
+        assert_eq!(unsafe { gil_free(lock) }, GIL_OK);
+    }
+
+    #[test]
+    fn config_parse_names_the_null_argument_it_met() {
+        let mut err = [0 as c_char; 128];
+        let mut config = gil_config_t::from_settings(gil_core::GilConfig::new().settings());
+        // SAFETY: valid pointers and lengths; config_out NULL on purpose.
+        let r = unsafe {
+            gil_config_parse(
+                c"priority".as_ptr(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                err.as_mut_ptr(),
+                128,
+            )
+        };
+        // SAFETY: NUL-terminated by gil_config_parse.
+        let message = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned();
+        assert_eq!(r, GIL_ERR_NULL_ARGUMENT);
+        assert!(message.contains("config_out"), "{message}");
+        // SAFETY: valid pointers and lengths; text NULL on purpose.
+        let r = unsafe { gil_config_parse(ptr::null(), &mut config, ptr::null_mut(), err.as_mut_ptr(), 128) };
+        // SAFETY: NUL-terminated by gil_config_parse.
+        let message = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned();
+        assert_eq!((r, message.as_str()), (GIL_ERR_NULL_ARGUMENT, "no options text (NULL)"));
+    }
+
+    /// The table of which presets take which keys, as `include/gil.h`
+    /// documents it: each key with the presets it is documented for.
+    fn documented_keys() -> Vec<(String, Vec<String>)> {
+        let header = include_str!("../../../include/gil.h");
+        let start = header
+            .find("Which presets take which keys")
+            .expect("gil.h documents which presets take which keys");
+        let mut rows = Vec::new();
+        let lines = header[start..].lines().map(|line| line.trim_start_matches("//").trim());
+        for line in lines.skip_while(|line| !line.starts_with('|')) {
+            if !line.starts_with('|') {
+                break;
+            }
+            if line.starts_with("| key") || line.starts_with("|--") {
+                continue;
+            }
+            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+            let names =
+                |cell: &str| -> Vec<String> { cell.split(", ").map(|n| n.trim_matches('`').to_owned()).collect() };
+            let presets = if cells[1] == "all" {
+                PRESETS.iter().map(|p| (*p).to_owned()).collect()
+            } else {
+                names(cells[1])
+            };
+            for key in names(cells[0]) {
+                rows.push((key, presets.clone()));
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn the_header_documents_which_presets_take_each_key_as_the_parser_does() {
+        let table = documented_keys();
+        assert_eq!(table.len(), Key::ALL.len(), "every key documented once: {table:?}");
+        for key in Key::ALL {
+            let (_, documented) = table
+                .iter()
+                .find(|(name, _)| name == key.name())
+                .unwrap_or_else(|| panic!("{} is not in gil.h's table", key.name()));
+            let value = match key {
+                Key::Trace => "t.json",
+                Key::TraceRing => "5",
+                Key::LazyUs => "30",
+                Key::Laps => "2",
+                Key::Stats => "1",
+                _ => "10",
+            };
+            for preset in PRESETS {
+                let mut text = format!("{preset},{}={value}", key.name());
+                if key == Key::TraceRing {
+                    text = format!("{preset},trace=t.json,trace_ring={value}");
+                }
+                let accepted = text.parse::<Options>().is_ok();
+                let said = documented.iter().any(|p| p == preset);
+                assert_eq!(
+                    accepted, said,
+                    "'{text}': the parser says {accepted}, gil.h says {said}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -360,9 +360,11 @@ impl GilConfig {
     ///   takes the lock only through the waiting room, where a lock an
     ///   I/O-class thread let go of gets the same grace.
     ///
-    /// 0 (the default): no spinning, as CPython. On a machine with one CPU
-    /// (`std::thread::available_parallelism`) no thread spins, whatever the
-    /// limit. At most [`MAX_SPIN_US`]; `Gil::new` fails above.
+    /// 0 (the default): no spinning, as CPython. A thread that may use one
+    /// CPU or fewer when it waits (its CPU affinity, or the process's
+    /// cgroup CPU quota, re-read at a bounded rate: see
+    /// [`Gil::spin_us_now`](crate::Gil::spin_us_now)) does not spin,
+    /// whatever the limit. At most [`MAX_SPIN_US`]; `Gil::new` fails above.
     pub fn spin_us(mut self, us: u64) -> Self {
         self.spin_us = us;
         self

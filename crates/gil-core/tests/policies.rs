@@ -595,16 +595,23 @@ fn priority_an_io_threads_quick_calls_stay_on_the_fast_path_while_a_cpu_thread_w
     if thread::available_parallelism().map_or(2, |n| n.get()) < 2 {
         return;
     }
+    // A round can still be slowed unseen (a busy machine's vCPU taken by
+    // its host): the I/O thread must wait in at most two of them, as a
+    // waiter that never stepped out would in every one.
+    let mut waited = 0;
     for _ in 0..20 {
         let w = watch_quick_calls(1_000, 1_700, 1, true);
         if w.preempted || w.took_early {
             continue;
         }
-        assert_eq!(
-            w.io_waits, 0,
-            "the I/O thread waited in the room during its quick calls"
+        if w.io_waits == 0 {
+            return;
+        }
+        waited += 1;
+        assert!(
+            waited < 3,
+            "the I/O thread waited in the room during its quick calls in {waited} unpreempted rounds"
         );
-        return;
     }
     eprintln!("no round unpreempted with the waiter watching on: nothing shown either way");
 }
@@ -1323,4 +1330,62 @@ fn sleeps_behind_a_long_holder(preset: &str) -> Vec<i64> {
     }
     gil.release(holder, ReleaseReason::Voluntary).unwrap();
     waiters.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// The calling thread's CPU affinity, as a set.
+#[cfg(target_os = "linux")]
+fn affinity() -> libc::cpu_set_t {
+    // SAFETY: an all-zero cpu_set_t is a valid set; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set), 0);
+        set
+    }
+}
+
+/// Sets the calling thread's CPU affinity.
+#[cfg(target_os = "linux")]
+fn set_affinity(set: &libc::cpu_set_t) {
+    // SAFETY: `set` is a valid cpu_set_t of that size.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(set), set) };
+    assert_eq!(r, 0);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_thread_narrowed_to_one_cpu_after_the_lock_was_made_does_not_spin() {
+    let gil = Arc::new(Gil::new(GilConfig::new().policy(Policy::Priority).spin_us(200)).unwrap());
+    let all = affinity();
+    // SAFETY: `all` was filled by sched_getaffinity.
+    if unsafe { libc::CPU_COUNT(&all) } < 2 {
+        eprintln!("skipped: this process may use one CPU only");
+        return;
+    }
+    assert_eq!(gil.spin_us(), 200);
+    let narrowed = {
+        let gil = gil.clone();
+        thread::spawn(move || {
+            let before = gil.spin_us_now();
+            // SAFETY: valid sets; the first CPU of the thread's own.
+            let first = (0..libc::CPU_SETSIZE as usize)
+                .find(|&c| unsafe { libc::CPU_ISSET(c, &all) })
+                .unwrap();
+            // SAFETY: an all-zero cpu_set_t is a valid set.
+            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            // SAFETY: `first` < CPU_SETSIZE.
+            unsafe { libc::CPU_SET(first, &mut one) };
+            set_affinity(&one);
+            // Past the bound on how long a thread keeps its last answer.
+            thread::sleep(Duration::from_millis(15));
+            let narrow = gil.spin_us_now();
+            set_affinity(&all);
+            thread::sleep(Duration::from_millis(15));
+            (before, narrow, gil.spin_us_now())
+        })
+    };
+    let (before, narrow, widened) = narrowed.join().unwrap();
+    assert_eq!(before, 200, "a thread that may use two CPUs spins");
+    assert_eq!(narrow, 0, "narrowed to one CPU after Gil::new, it must not spin");
+    assert_eq!(widened, 200, "widened again, it spins again");
+    assert_eq!(gil.spin_us(), 200, "the configured limit is unchanged");
 }

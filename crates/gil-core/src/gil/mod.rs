@@ -123,7 +123,7 @@ struct Inner {
     /// Timed by the monitor thread, waiters served in order (`monitor.rs`).
     monitor: bool,
     /// How long a thread waiting for a hand-off spins before sleeping
-    /// (`GilConfig::spin_us`); `None` also on a one-CPU machine.
+    /// (`GilConfig::spin_us`), while spinning can help (`Gil::spin_limit`).
     spin: Option<Duration>,
     /// The spin limit as configured, in microseconds.
     spin_us: u64,
@@ -149,15 +149,6 @@ struct Inner {
     observers: std::sync::atomic::AtomicBool,
 }
 
-/// Whether spinning can help on this machine: not with one CPU, where the
-/// thread spun for cannot run while the spinner does.
-fn spinning_helps() -> bool {
-    if cfg!(gil_loom) {
-        return true;
-    }
-    std::thread::available_parallelism().map_or(true, |n| n.get() > 1)
-}
-
 impl Gil {
     /// Builds a free lock from `config`.
     ///
@@ -171,6 +162,11 @@ impl Gil {
         let lazy = check_lazy_threshold(config.lazy_release_us)?;
         let spin = check_spin(config.spin_us)?;
         let laps = check_laps(config.laps)?;
+        if spin > 0 {
+            // The CPU quota is read here, then by threads made to let go
+            // (`release_contended`), never on a waiter's way to the lock.
+            crate::sync::refresh_quota(true);
+        }
         Ok(Gil {
             inner: Arc::new(Inner {
                 hot: CachePadded::new(Hot::new()),
@@ -186,10 +182,10 @@ impl Gil {
                 policy: config.policy,
                 lazy_release: lazy.map(Duration::from_micros),
                 monitor: config.monitor,
-                spin: (spin > 0 && spinning_helps()).then(|| Duration::from_micros(spin)),
+                spin: (spin > 0).then(|| Duration::from_micros(spin)),
                 spin_us: spin,
                 cpu_spinner: AtomicBool::new(false),
-                cpu_through_room: config.policy == Policy::Priority && spin > 0 && spinning_helps(),
+                cpu_through_room: config.policy == Policy::Priority && spin > 0,
                 laps,
                 on_drop_request: config.on_drop_request,
                 slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
@@ -337,6 +333,11 @@ impl Gil {
             return Ok(());
         }
         self.release_slow(token, reason);
+        if reason == ReleaseReason::Forced && self.inner.spin.is_some() {
+            // Made to let go, and switched: a moment nobody waits on this
+            // thread, for the (slow, rate-bounded) re-read of the quota.
+            crate::sync::refresh_quota(false);
+        }
         Ok(())
     }
 
@@ -415,9 +416,27 @@ impl Gil {
     }
 
     /// The spin limit in microseconds (0: no spinning), as configured: see
-    /// [`GilConfig::spin_us`] (on a one-CPU machine no thread spins).
+    /// [`GilConfig::spin_us`]. [`Gil::spin_us_now`] says whether the
+    /// calling thread would spin now.
     pub fn spin_us(&self) -> u64 {
         self.inner.spin_us
+    }
+
+    /// The spin limit in effect for the calling thread now: [`Gil::spin_us`],
+    /// or 0 while the CPUs it may use are one or fewer (its affinity, or
+    /// the process's cgroup CPU quota), where a spinner would only delay the
+    /// thread it waits for. Re-read at a bounded rate: the thread's
+    /// affinity at most every 10 ms, the quota at most once a second (by a
+    /// thread made to let go of the lock, after the switch).
+    pub fn spin_us_now(&self) -> u64 {
+        self.spin_limit().map_or(0, |_| self.inner.spin_us)
+    }
+
+    /// The spin limit in effect for the calling thread now (see
+    /// [`Gil::spin_us_now`]): for the waiting paths, which re-read the
+    /// CPUs at a bounded rate.
+    pub(super) fn spin_limit(&self) -> Option<Duration> {
+        self.inner.spin.filter(|_| crate::sync::spinning_helps())
     }
 
     /// The lazy-release threshold in microseconds, `None` if lazy release is off.

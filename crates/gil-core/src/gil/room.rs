@@ -461,7 +461,7 @@ impl Gil {
         slow: &'s Slow,
         room: MutexGuard<'s, WaitRoom>,
     ) -> (MutexGuard<'s, WaitRoom>, bool) {
-        let Some(limit) = self.inner.spin else {
+        let Some(limit) = self.spin_limit() else {
             return (room, false);
         };
         drop(room);
@@ -503,7 +503,7 @@ impl Gil {
         (s, sn): (u64, u64),
         spun_on: &mut Option<u64>,
     ) -> (MutexGuard<'s, WaitRoom>, bool) {
-        let Some(limit) = self.inner.spin else {
+        let Some(limit) = self.spin_limit() else {
             return (room, false);
         };
         if w.class != ThreadClass::Cpu
@@ -707,7 +707,7 @@ impl Gil {
         // for the switch before sleeping: the waiter that asked spins too,
         // and takes the lock within microseconds.
         room.switch_waiters += 1;
-        if let Some(limit) = self.inner.spin {
+        if let Some(limit) = self.spin_limit() {
             drop(room);
             spin_while(limit, || self.inner.hot.last_holder.load(Relaxed) == token.get());
             room = slow.mutex.lock_spinning(limit);

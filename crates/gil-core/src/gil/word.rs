@@ -291,6 +291,8 @@ impl Gil {
     /// lock would go to it whenever it came back during one of the I/O
     /// thread's short calls (a send, a read of data already there), and
     /// the I/O thread would preempt it right after: two hand-offs per call.
+    /// (Where spinning cannot help now, the room gives no grace, and the
+    /// detour costs such a thread only the room's mutex.)
     #[inline]
     pub(super) fn try_fast_unless_cpu(&self, token: Token) -> bool {
         let class = self.class_of(token);

@@ -23,6 +23,9 @@
 //! nondeterministic choice that loom explores. The protocol reads the same
 //! under both.
 
+mod cpus;
+pub(crate) use self::cpus::{refresh_quota, spinning_helps};
+
 #[cfg(gil_loom)]
 mod loom;
 #[cfg(gil_loom)]

@@ -189,6 +189,32 @@ class RustGilSmoke(unittest.TestCase):
             with open(other) as f:
                 self.assertEqual(f.read(), "keep me", "a refused trace_start emptied the file")
 
+    def test_trace_start_never_writes_through_a_link_or_opens_a_fifo(self):
+        import stat
+        import tempfile
+        with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as elsewhere:
+            target = os.path.join(elsewhere, "precious")
+            with open(target, "w") as f:
+                f.write("precious")
+            link = os.path.join(d, "gil.json")
+            os.symlink(target, link)
+            with self.assertRaisesRegex(OSError, "a symbolic link"):
+                _rustgil.trace_start(link)
+            dangling = os.path.join(d, "dangling.svg")
+            os.symlink(os.path.join(elsewhere, "new-file"), dangling)
+            with self.assertRaisesRegex(OSError, "a symbolic link"):
+                _rustgil.trace_start(dangling)
+            fifo = os.path.join(d, "fifo.json")
+            os.mkfifo(fifo)
+            with self.assertRaisesRegex(OSError, "a FIFO"):
+                _rustgil.trace_start(fifo)  # a blocking open would hang here
+            with open(target) as f:
+                self.assertEqual(f.read(), "precious")
+            self.assertEqual(os.listdir(elsewhere), ["precious"], "nothing created through the dangling link")
+            self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+            with self.assertRaises(ValueError):
+                _rustgil.trace_start(os.path.join(d, ".json"))
+
     # ---- per-thread accounting, measure(), traces from the environment ----
 
     def test_thread_stats_are_keyed_by_ident_with_names(self):
@@ -524,7 +550,7 @@ class RustGilSmoke(unittest.TestCase):
             self.assertIn(name, r.stderr)
         self.assertIn("job-0", picture)
         self.assertEqual(bad.returncode, 2)
-        self.assertIn("must end in .svg or .json", bad.stderr)
+        self.assertIn("must end in .json", bad.stderr)
         # The table ends with a line that reads it for the user.
         lines = r.stderr.splitlines()
         over = next(i for i, line in enumerate(lines) if line.startswith("over "))
@@ -691,6 +717,26 @@ class RustGilSmoke(unittest.TestCase):
             self.assertNotIn("should not run", r.stdout)
             self.assertIn("Fatal Python error: ", r.stderr)
             self.assertIn(message, r.stderr, options)
+
+    def test_long_option_texts_reach_the_library_whole(self):
+        # Longer than any fixed buffer the shim had (1,024 bytes): each
+        # route passes the whole text to the library.
+        head = "classic,interval_us="
+        good = head + "0" * (1024 - len(head) - 4) + "5000"
+        bad = head + "0" * (1029 - len(head) - 4 - len(",nosuch=1")) + "5000,nosuch=1"
+        self.assertEqual((len(good), len(bad)), (1024, 1029))
+        code = "import sys; print(sys.getswitchinterval())"
+        for options, env in [(["-X", f"rust_gil={good}"], {}), ([], {"PYTHON_RUST_GIL": good})]:
+            r = self.run_python(code, *options, **env)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, "0.005"), f"{options} {env}: {r.stderr}")
+        for options, env, source in [(["-X", f"rust_gil={bad}"], {}, "-X rust_gil"),
+                                     ([], {"PYTHON_RUST_GIL": bad}, "PYTHON_RUST_GIL")]:
+            r = self.run_python("print('should not run')", *options, **env)
+            self.assertEqual(r.returncode, 1, f"{source}: {r.stderr}")
+            self.assertNotIn("should not run", r.stdout)
+            # The library shows a long value shortened, then the fault.
+            self.assertIn(f"{source}='{head}000", r.stderr)
+            self.assertIn("': unknown option 'nosuch'", r.stderr)
 
     def test_old_variable_name_still_works(self):
         code = "import _rustgil; print(_rustgil.policy())"

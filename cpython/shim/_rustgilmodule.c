@@ -49,9 +49,9 @@
 
 #include "Python.h"
 #include <gil.h>
-#include <fcntl.h>               /* open */
-#include <strings.h>             /* strcasecmp */
-#include <unistd.h>              /* close */
+#include <errno.h>
+#include <sys/stat.h>            /* lstat */
+#include <unistd.h>              /* access */
 #include <stddef.h>              /* offsetof */
 
 #ifndef Py_RUST_GIL
@@ -969,6 +969,58 @@ rustgil_reset_histograms(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* The OSError for a trace file the library could not create, its subclass
+   picked by the errno of looking (never opening: the name may be a FIFO,
+   a device or a link the library refused): what the name holds, then its
+   directory. */
+static void
+trace_file_error(PyObject *path, const char *p)
+{
+    struct stat st;
+    if (lstat(p, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            errno = EISDIR;
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        }
+        else if (!S_ISREG(st.st_mode)) {
+            PyErr_Format(PyExc_OSError, "trace file %R is %s: a trace replaces only a regular file, "
+                         "or creates a missing one", path,
+                         S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                         : (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? "a device" : "not a regular file");
+        }
+        else {
+            PyErr_Format(PyExc_OSError, "cannot replace the trace file %R", path);
+        }
+        return;
+    }
+    if (errno != ENOENT) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        return;
+    }
+    const char *slash = strrchr(p, '/');
+    PyObject *dir = slash == NULL ? PyBytes_FromString(".")
+                    : PyBytes_FromStringAndSize(p, slash == p ? 1 : slash - p);
+    if (dir == NULL) {
+        return;
+    }
+    const char *d = PyBytes_AS_STRING(dir);
+    int failed = stat(d, &st) != 0;
+    if (!failed && !S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        failed = 1;
+    }
+    if (!failed && access(d, W_OK | X_OK) != 0) {
+        failed = 1;
+    }
+    if (failed) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+    }
+    else {
+        PyErr_Format(PyExc_OSError, "cannot create the trace file %R", path);
+    }
+    Py_DECREF(dir);
+}
+
 static PyObject *
 rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -984,17 +1036,11 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *result = NULL;
     gil_t *lock = current_lock();
     const char *p = PyBytes_AS_STRING(path);
-    size_t len = strlen(p);
     if (lock == NULL) {
         goto done;
     }
     if (max_events < 0) {
         PyErr_SetString(PyExc_ValueError, "max_events must be >= 0 (0: the library's default)");
-        goto done;
-    }
-    if (!((len > 5 && strcasecmp(p + len - 5, ".json") == 0) || (len > 4 && strcasecmp(p + len - 4, ".svg") == 0))) {
-        PyErr_Format(PyExc_ValueError, "trace file %R: the name must end in .json (Chrome trace "
-                     "events, for Perfetto) or .svg (a timeline picture)", path);
         goto done;
     }
     char default_title[160];
@@ -1014,17 +1060,15 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "a GIL trace is already running in this interpreter");
         goto done;
     }
+    if (r == GIL_ERR_INVALID_ARGUMENT) {
+        /* max_events and the flags are checked: the library refused the
+           name (its one rule for a trace name's format). */
+        PyErr_Format(PyExc_ValueError, "trace file %R: the name must end in .json (Chrome trace "
+                     "events, for Perfetto) or .svg (a timeline picture), after a file name", path);
+        goto done;
+    }
     if (r == GIL_ERR_IO) {
-        /* The library could not create it: ask again, for the errno that
-           picks the OSError subclass (FileNotFoundError, PermissionError). */
-        int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            close(fd);
-            PyErr_Format(PyExc_OSError, "cannot create the trace file %R", path);
-        }
-        else {
-            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
-        }
+        trace_file_error(path, p);
         goto done;
     }
     if (r != GIL_OK) {

@@ -114,18 +114,21 @@ rustgil_must_exit(void *tstate)
     return _PyThreadState_MustExit((PyThreadState *)tstate) != 0;
 }
 
-/* Where the options came from, for messages about them later. */
+/* Where the options came from, for messages about them later; the value
+   whole, in memory of its own (PyMem_RawMalloc), since a variable may be
+   changed later by the program. */
 static const char *rustgil_options_source = "";
-static char rustgil_options_value[1024];
+static char *rustgil_options_value = NULL;
 
 /* -X rust_gil's value (the first -X rust_gil, as CPython takes the first
-   -X gil) as UTF-8 into out, or NULL if there is none. The main
-   interpreter's configuration is complete when it creates its GIL. A
-   surrogate-escaped byte (how Python keeps undecodable command-line bytes)
-   comes back as that byte; a value too long for out is cut, which the
-   parser then rejects or the message shows with "...". */
-static const char *
-rustgil_xoption(char *out, size_t size)
+   -X gil) as UTF-8, whole, in memory the caller frees with PyMem_RawFree,
+   or NULL if there is none. The main interpreter's configuration is
+   complete when it creates its GIL. A surrogate-escaped byte (how Python
+   keeps undecodable command-line bytes) comes back as that byte. A value
+   that cannot be encoded (out of memory, a lone surrogate) comes back as a
+   text the parser refuses with a message saying so: never run. */
+static char *
+rustgil_xoption(void)
 {
     const wchar_t *option = _Py_get_xoption(&_PyRuntime._main_interpreter.config.xoptions,
                                             L"rust_gil");
@@ -136,13 +139,9 @@ rustgil_xoption(char *out, size_t size)
     char *utf8 = NULL;
     if (_Py_EncodeUTF8Ex(value ? value + 1 : L"", &utf8, NULL, NULL, 1,
                          _Py_ERROR_SURROGATEESCAPE) == 0) {
-        snprintf(out, size, "%s", utf8);
-        PyMem_RawFree(utf8);
+        return utf8;
     }
-    else {  /* out of memory, or a lone surrogate: say so, never run */
-        snprintf(out, size, "(not encodable as UTF-8)");
-    }
-    return out;
+    return _PyMem_RawStrdup("(not encodable as UTF-8)");
 }
 
 /* The configuration the interpreter was started with, into *config. The
@@ -162,8 +161,8 @@ rustgil_xoption(char *out, size_t size)
 static void
 rustgil_config_from_options(gil_config_t *config, gil_options_t *observe)
 {
-    static char xvalue[1024];
-    const char *value = rustgil_xoption(xvalue, sizeof xvalue);
+    char *xvalue = rustgil_xoption();
+    const char *value = xvalue;
     const char *source = "-X rust_gil";
     if (value == NULL && _PyRuntime.preconfig.use_environment) {
         static const char *const names[] = {"PYTHON_RUST_GIL", "PYTHONRUSTGIL"};
@@ -180,13 +179,28 @@ rustgil_config_from_options(gil_config_t *config, gil_options_t *observe)
         source = "the build's default GIL policy (--with-rust-gil-policy)";
     }
     /* The library's grammar (gil_config_parse); its message names the
-       value, escaped, and what is wrong in it. */
-    char why[768];
-    if (gil_config_parse(value, config, observe, why, sizeof why) != GIL_OK) {
-        /* Py_ExitStatusException keeps a pointer to the message: static. */
-        static char message[1024];
-        snprintf(message, sizeof message, "%s=%s", source, why);
+       value, escaped (at most 4 bytes for each of the value's), and what
+       is wrong in it, whatever the value's length. */
+    char short_why[512];
+    size_t why_len = 4 * strlen(value) + 512;
+    char *why = PyMem_RawMalloc(why_len);
+    if (why == NULL) {
+        why = short_why;
+        why_len = sizeof short_why;
+    }
+    if (gil_config_parse(value, config, observe, why, why_len) != GIL_OK) {
+        /* Py_ExitStatusException keeps a pointer to the message and ends
+           the process: the memory is never freed. */
+        size_t message_len = strlen(source) + why_len + 2;
+        char *message = PyMem_RawMalloc(message_len);
+        if (message == NULL) {
+            Py_ExitStatusException(_PyStatus_NO_MEMORY());
+        }
+        snprintf(message, message_len, "%s=%s", source, why);
         Py_ExitStatusException(_PyStatus_ERR(message));
+    }
+    if (why != short_why) {
+        PyMem_RawFree(why);
     }
     /* The priority presets spin for each hand-off unless spin_us= says
        otherwise: a CPU thread displaced by an I/O thread stays on its CPU,
@@ -196,7 +210,13 @@ rustgil_config_from_options(gil_config_t *config, gil_options_t *observe)
         config->spin_us = RUSTGIL_PRIORITY_SPIN_US;
     }
     rustgil_options_source = source;
-    snprintf(rustgil_options_value, sizeof rustgil_options_value, "%s", value);
+    char *copy = _PyMem_RawStrdup(value);
+    PyMem_RawFree(xvalue);
+    if (copy == NULL) {
+        Py_ExitStatusException(_PyStatus_NO_MEMORY());
+    }
+    PyMem_RawFree(rustgil_options_value);
+    rustgil_options_value = copy;
 }
 
 /* The policy of every GIL in the process: the options as read when the

@@ -813,6 +813,21 @@ static void test_traces(void) {
     CHECK_RESULT(gil_trace_start(gil, NULL, NULL, 0), GIL_ERR_NULL_ARGUMENT);
     CHECK_RESULT(gil_trace_start(gil, bad, NULL, 0), GIL_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(gil_trace_start(gil, missing, NULL, 0), GIL_ERR_IO);
+    /* A link at the name is refused, never followed: its target is untouched. */
+    char target[96], link_name[64];
+    snprintf(target, sizeof target, "%s/target", dir);
+    snprintf(link_name, sizeof link_name, "%s/link.json", dir);
+    FILE *t = fopen(target, "w");
+    CHECK(t != NULL);
+    fputs("precious", t);
+    fclose(t);
+    CHECK(symlink(target, link_name) == 0);
+    CHECK_RESULT(gil_trace_start(gil, link_name, NULL, 0), GIL_ERR_IO);
+    char *kept = read_file(target);
+    CHECK(kept != NULL && strcmp(kept, "precious") == 0);
+    free(kept);
+    unlink(link_name);
+    unlink(target);
     CHECK_RESULT(gil_trace_stop(gil, &events), GIL_ERR_NOT_TRACING);
     int token = 0;
     CHECK_RESULT(gil_trace_name_thread(gil, &token, "x"), GIL_ERR_NOT_TRACING);

@@ -632,3 +632,37 @@ fn the_grammar_accepts_exactly_the_trace_names_a_session_can_start() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_ended_thread_is_drawn_ended_not_as_one_not_seen_yet() {
+    let gil = Gil::new(GilConfig::new()).unwrap();
+    let tracer = Tracer::new(Tracer::DEFAULT_MAX_EVENTS);
+    gil.set_event_hook(Some(tracer.hook())).unwrap();
+    hold(&gil, 1, ReleaseReason::Final); // ends early
+    gil.acquire(tok(2)).unwrap();
+    thread::sleep(Duration::from_millis(5));
+    gil.release(tok(2), ReleaseReason::Voluntary).unwrap();
+    gil.set_event_hook(None).unwrap();
+    let trace = tracer.finish();
+    let rows = trace.rows();
+    assert_eq!(rows.len(), 2);
+    let ended = rows[0].ended_ns.expect("token 1 made its final release");
+    assert!(ended < trace.end_ns);
+    assert_eq!(rows[1].ended_ns, None, "token 2 is still alive");
+    let mut out = Vec::new();
+    trace.write_svg(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let ended_rects: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some("url(#ended)"))
+        .collect();
+    // The legend's swatch, and row 1's time after its end; none in row 2.
+    assert_eq!(ended_rects.len(), 2, "{text}");
+    let ys: Vec<&str> = ended_rects.iter().map(|n| n.attribute("y").unwrap()).collect();
+    assert_eq!(ys[0], "52", "the legend");
+    assert_ne!(ys[1], "52");
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    assert!(texts.contains(&"ended"), "the legend names the mark");
+    assert!(text.contains(r#"<pattern id="ended""#));
+}

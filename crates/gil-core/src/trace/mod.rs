@@ -442,6 +442,9 @@ pub struct Row {
     pub spans: Vec<Span>,
     /// Its marks, in time order.
     pub marks: Vec<Mark>,
+    /// When the thread made its final release (its life ended), if it did
+    /// before the trace's end; the pictures mark the time after it.
+    pub ended_ns: Option<u64>,
 }
 
 struct Building {
@@ -508,6 +511,7 @@ impl Trace {
                         name: format!("thread {} ({:#x})", rows.len() + 1, e.token.get()),
                         spans: Vec::new(),
                         marks: Vec::new(),
+                        ended_ns: None,
                     },
                     current: None,
                     first_ns: t,
@@ -543,6 +547,7 @@ impl Trace {
                 EventKind::Released(ReleaseReason::Final) => {
                     b.enter(None, t);
                     b.ended = true;
+                    b.row.ended_ns = Some(t);
                     live.remove(&e.token);
                 }
                 EventKind::DropRequested => b.row.marks.push(mark(MarkKind::DropRequested)),

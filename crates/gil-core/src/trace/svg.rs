@@ -28,6 +28,9 @@ const ROW_GAP: u32 = 12;
 const TOP: u32 = 92;
 /// A row's background: time before its first event.
 const UNKNOWN: &str = "#f1f3f5";
+/// A row after its thread's final release: grey hatching (`<defs>`), so
+/// that an ended thread never looks like one not seen yet.
+const ENDED: &str = "url(#ended)";
 
 fn colour(state: ThreadState) -> &'static str {
     match state {
@@ -84,6 +87,10 @@ pub(super) fn write(trace: &Trace, out: &mut dyn Write) -> io::Result<()> {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(s, r#"<rect width="{width}" height="{height}" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r##"<defs><pattern id="ended" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#e9ecef"/><rect width="2" height="6" fill="#868e96"/></pattern></defs>"##
+    );
     let title = trace.title.as_deref().unwrap_or("who held the lock when");
     let _ = writeln!(
         s,
@@ -144,6 +151,12 @@ fn legend(s: &mut String) {
         x + 18
     );
     x += 30 + 7 * "not seen yet".len() as u32;
+    let _ = writeln!(
+        s,
+        r##"<rect x="{x}" y="52" width="14" height="12" fill="{ENDED}" stroke="#ced4da"/><text x="{}" y="62">ended</text>"##,
+        x + 18
+    );
+    x += 30 + 7 * "ended".len() as u32;
     for kind in [MarkKind::DropRequested, MarkKind::ForcedSwitch, MarkKind::LazyTakeover] {
         mark_shape(s, kind, x as f64 + 6.0, 52);
         let text = match kind {
@@ -282,6 +295,18 @@ fn draw_row(s: &mut String, trace: &Trace, row: &Row, y: u32, dur: u64, label_w:
         s,
         r##"<rect x="{label_w}" y="{y}" width="{PLOT_W}" height="{ROW_H}" fill="{UNKNOWN}"/>"##
     );
+    if let Some(end) = row.ended_ns {
+        // From the first column wholly after the final release.
+        let from = (((end - trace.start_ns) as f64 / col_ns).ceil() as usize).min(PLOT_W);
+        if from < PLOT_W {
+            let _ = writeln!(
+                s,
+                r#"<rect x="{}" y="{y}" width="{}" height="{ROW_H}" fill="{ENDED}"><title>ended</title></rect>"#,
+                label_w as usize + from,
+                PLOT_W - from
+            );
+        }
+    }
     // Column heights in whole pixels; equal neighbours merge.
     let heights: Vec<[u32; 3]> = cols
         .iter()

@@ -328,9 +328,12 @@ rustgil_wait_turn(struct rb_thread_sched *sched, rb_thread_t *th)
 }
 
 /* running -> waiting (voluntary: a blocking call, a sleep), -> ready
-   (forced: a yield) or -> dead (final). sched->lock_ held on entry and on
-   return, not during the release (a forced one waits for the next
-   holder, who takes sched->lock_). */
+   (forced: a yield) or -> dead (final). sched->lock_ held throughout, as
+   stock hands the turn over under it: the next holder takes the lock,
+   then waits for sched->lock_ (rustgil_wait_turn) until the releaser's
+   caller is done, so that its events (EXITED after the final release)
+   come before the next holder runs, as on stock. A forced release waits
+   only for the next holder to take the lock, not for sched->lock_. */
 static void
 rustgil_release(struct rb_thread_sched *sched, rb_thread_t *th, gil_release_reason_t why)
 {
@@ -338,9 +341,7 @@ rustgil_release(struct rb_thread_sched *sched, rb_thread_t *th, gil_release_reas
     VM_ASSERT(sched->running == th);
     thread_sched_set_running(sched, NULL);
     thread_sched_del_running_thread(sched, th);
-    thread_sched_unlock(sched, th);
     rustgil_check(gil_release(sched->gil, th, why), "gil_release");
-    thread_sched_lock(sched, th);
 }
 
 /* How long a yielder lets a ready thread that is not in the lock's line

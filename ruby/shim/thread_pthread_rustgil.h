@@ -25,7 +25,9 @@
  *     holder is CPU-bound and the waiter not) through the library's
  *     drop-request callback, which sets the holder's timer interrupt as
  *     the timer thread would; the holder answers at its next interrupt
- *     check by yielding (thread.c, rb_threadptr_execute_interrupts);
+ *     check by yielding (thread.c, rb_threadptr_execute_interrupts), a
+ *     thread of Thread#priority p > 0 only every 2^p-th request, as stock
+ *     gives it a 2^p times longer timeslice;
  *   - the GVL instrumentation events (READY, RESUMED, SUSPENDED, STARTED,
  *     EXITED) fire where upstream fires them: READY before the acquire,
  *     RESUMED after it, SUSPENDED before a release, EXITED after the final
@@ -284,12 +286,18 @@ rustgil_has_waiters(struct rb_thread_sched *sched)
     return RUBY_ATOMIC_LOAD(sched->gil_waiters) > 0;
 }
 
-/* Whether the holder was asked to drop the lock: the timer interrupt it
-   answers may be stale (raised for an earlier holder). */
+/* Whether the holder answers its timer interrupt by yielding now: only
+   if a drop request still stands (the interrupt may be stale, raised for
+   an earlier holder), and, as stock scales its timeslice by
+   Thread#priority (100 ms << p), a thread of priority p > 0 answers only
+   the 2^p-th request of its turn: rb_threadptr_execute_interrupts counts
+   10 ms of running time per timer interrupt, and a switch resets it
+   (rb_ractor_thread_switch). Priority 0 or below answers the first. */
 static bool
-rustgil_drop_requested(rb_thread_t *th)
+rustgil_answers_drop_request(rb_thread_t *th)
 {
-    return gil_drop_requested(TH_SCHED(th)->gil);
+    uint32_t turn_us = th->priority > 0 ? (uint32_t)10000 << th->priority : 0;
+    return gil_drop_requested(TH_SCHED(th)->gil) && th->running_time_us >= turn_us;
 }
 
 /* waiting -> ready: where upstream queues `th` (its creation by another

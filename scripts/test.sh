@@ -3,7 +3,8 @@
 # the C tests of the C ABI and its example, CPython 3.13 built on the lock
 # with its own thread tests (SKIP_CPYTHON=1 skips that part), MicroPython's
 # unix port on the lock with its own test suite (SKIP_MICROPYTHON=1), OCaml
-# 5.3 on the lock with its own thread tests (SKIP_OCAML=1), a smoke run of
+# 5.3 on the lock with its own thread tests (SKIP_OCAML=1), Ruby 3.3 on the
+# lock with its own thread tests (SKIP_RUBY=1), a smoke run of
 # the main job (gil-bench) and the demo, clippy and rustfmt. CI runs exactly
 # this.
 set -euo pipefail
@@ -62,6 +63,11 @@ fi
 if [ "${SKIP_OCAML:-0}" != 1 ]; then
     step "OCaml 5.3 on the lock: build, smoke test, OCaml's own thread tests"
     bash ocaml/test.sh
+fi
+
+if [ "${SKIP_RUBY:-0}" != 1 ]; then
+    step "Ruby 3.3 on the lock: build, smoke test, instrumentation API, Ruby's own thread tests"
+    bash ruby/test.sh
 fi
 
 step "main job smoke run: a tiny gil-bench sweep, its table and pictures checked"

@@ -4,8 +4,11 @@
 //! Everything the protocol touches goes through this module, so a loom run
 //! explores every interleaving of exactly the code that ships.
 //!
-//! The real mutex and condition variables are POSIX threads' (`pthread.rs`),
-//! the very primitives CPython's `Python/condvar.h` builds its GIL on. The
+//! The real mutex and condition variables are the very primitives
+//! CPython's `Python/condvar.h` builds its GIL on, one module per OS:
+//! POSIX threads' (`pthread/`, which also picks how each POSIX system
+//! times a wait) and Windows' SRWLOCK + CONDITION_VARIABLE
+//! (`windows.rs`). The
 //! choice is about faithfulness, not speed (the fast paths never touch
 //! them): who a signal wakes, and how a timed-out waiter queues again,
 //! decide who gets the lock when three threads want it. With parking_lot's
@@ -15,8 +18,8 @@
 //! (`docs/faithfulness.md`); with glibc's it behaves like CPython.
 //!
 //! Time is the one place the two worlds differ on purpose, and it is here
-//! too: a [`Clock`] read into [`Stamp`]s, timed waits (`Condvar::wait_for`)
-//! and a bounded spin (`spin_while`). loom has no clock, so under loom the
+//! too (`time.rs`): a [`Clock`] read into [`Stamp`]s, timed waits
+//! (`Condvar::wait_for`) and a bounded spin (`spin_while`). loom has no clock, so under loom the
 //! clock counts the model's ticks (see `Gil::loom_tick`): any duration has
 //! passed once it has ticked, and a wait "times out" only when a tick wakes
 //! it. Whether a timeout happens before a notification is then a
@@ -31,13 +34,21 @@ mod loom;
 #[cfg(gil_loom)]
 pub(crate) use self::loom::*;
 
+#[cfg(not(gil_loom))]
+mod time;
+
 #[cfg(all(not(gil_loom), unix))]
 mod pthread;
 #[cfg(all(not(gil_loom), unix))]
 pub(crate) use self::pthread::*;
 
-#[cfg(all(not(gil_loom), not(unix)))]
-compile_error!("gil-core needs POSIX threads (a unix target): its lock is built on pthread mutexes and condition variables, as CPython's GIL is");
+#[cfg(all(not(gil_loom), windows))]
+mod windows;
+#[cfg(all(not(gil_loom), windows))]
+pub(crate) use self::windows::*;
+
+#[cfg(all(not(gil_loom), not(unix), not(windows)))]
+compile_error!("gil-core needs POSIX threads or Windows: its lock is built on their mutexes and condition variables, as CPython's GIL is");
 
 /// Data guarded by a mutex that timed waits on it take their time from
 /// (under loom, the tick count a wait compares before and after).

@@ -50,7 +50,7 @@ mod imp {
     /// per forked child that waits, kept).
     struct Monitor {
         /// The process this monitor belongs to.
-        pid: libc::pid_t,
+        pid: u32,
         /// The parent's monitor, in a fork child: kept reachable, so leak
         /// checkers do not report a deliberate leak as lost.
         _parent: AtomicPtr<Monitor>,
@@ -90,9 +90,10 @@ mod imp {
     /// When the monitor looks next (`now_ns`), if PROMISE_LOOK says so.
     static NEXT_LOOK_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
-    fn getpid() -> libc::pid_t {
-        // SAFETY: getpid has no preconditions and cannot fail.
-        unsafe { libc::getpid() }
+    /// This process's id, asked of the OS at each call (`getpid()` on
+    /// POSIX systems, which a fork child must not have cached).
+    fn getpid() -> u32 {
+        std::process::id()
     }
 
     /// This process's monitor, if it has one yet.
@@ -145,7 +146,7 @@ mod imp {
     /// copied into a fork child names the parent, whose monitor thread is
     /// not there.
     pub(crate) fn id() -> u32 {
-        getpid().unsigned_abs()
+        getpid()
     }
 
     pub(crate) fn wakeups() -> u64 {

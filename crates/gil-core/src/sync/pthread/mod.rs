@@ -1,7 +1,21 @@
 //! POSIX threads' mutex and condition variable, with the small API the lock
 //! uses: `Mutex::lock` returns a guard, condition variables wait on a guard
-//! passed by `&mut`, a timed wait measures `CLOCK_MONOTONIC` (as CPython's
-//! `PyCOND_TIMEDWAIT` does where `pthread_condattr_setclock` exists).
+//! passed by `&mut`.
+//!
+//! How a timed wait measures its time is the one thing that differs
+//! between the POSIX systems, and it is chosen here, once, as CPython's
+//! `Python/condvar.h` chooses:
+//!
+//! | module          | where                                        | the OS wait's clock                |
+//! |-----------------|----------------------------------------------|------------------------------------|
+//! | `monotonic.rs`  | Linux, the BSDs, every other POSIX system    | `CLOCK_MONOTONIC` (`pthread_condattr_setclock`) |
+//! | `apple.rs`      | macOS, iOS (no `pthread_condattr_setclock`)  | a relative wait (`pthread_cond_timedwait_relative_np`) |
+//! | `realtime.rs`   | any of them built with `--cfg gil_realtime_wait` | `CLOCK_REALTIME`, a deadline   |
+//!
+//! Whichever it is, the monotonic clock decides when a wait has timed out
+//! (`super::time::wait_until`). `realtime.rs` is the fallback of a system
+//! with neither call; CI runs gil-core's real-thread tests with it on Linux,
+//! so the path that differs from Linux's is exercised there.
 //!
 //! Each pthread object lives in its own heap allocation: POSIX forbids
 //! using a copy of an initialised mutex or condition variable, so their
@@ -11,11 +25,24 @@
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
 pub(crate) use std::thread_local;
 
+pub(crate) use super::time::{spin_while, Clock, Stamp};
+
+use super::time::wait_until;
 use super::Clocked;
 use crate::cancel::NoCancel;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
+
+#[cfg(all(target_vendor = "apple", not(gil_realtime_wait)))]
+#[path = "apple.rs"]
+mod timed;
+#[cfg(all(not(target_vendor = "apple"), not(gil_realtime_wait)))]
+#[path = "monotonic.rs"]
+mod timed;
+#[cfg(gil_realtime_wait)]
+#[path = "realtime.rs"]
+mod timed;
 
 /// A mutual-exclusion lock around a `T` (no poisoning: a panic while it is
 /// held unlocks it and leaves `T` as it was).
@@ -109,7 +136,7 @@ impl<T> DerefMut for MutexGuard<'_, T> {
     }
 }
 
-/// A condition variable whose timed waits use `CLOCK_MONOTONIC`.
+/// A condition variable whose timed waits end by the monotonic clock.
 pub(crate) struct Condvar {
     raw: Box<UnsafeCell<libc::pthread_cond_t>>,
 }
@@ -122,25 +149,8 @@ unsafe impl Sync for Condvar {}
 impl Condvar {
     pub(crate) fn new() -> Self {
         let raw = Box::new(UnsafeCell::new(libc::PTHREAD_COND_INITIALIZER));
-        // SAFETY:
-        // - `attr` is initialised by `pthread_condattr_init` before use and
-        //   destroyed after;
-        // - `raw` is at its final address, and initialised exactly once.
-        unsafe {
-            let mut attr: libc::pthread_condattr_t = std::mem::zeroed();
-            assert_eq!(
-                libc::pthread_condattr_init(&mut attr),
-                0,
-                "pthread_condattr_init failed"
-            );
-            assert_eq!(
-                libc::pthread_condattr_setclock(&mut attr, libc::CLOCK_MONOTONIC),
-                0,
-                "pthread_condattr_setclock(CLOCK_MONOTONIC) failed"
-            );
-            assert_eq!(libc::pthread_cond_init(raw.get(), &attr), 0, "pthread_cond_init failed");
-            libc::pthread_condattr_destroy(&mut attr);
-        }
+        // SAFETY: `raw` is at its final address and not yet used.
+        unsafe { timed::init(raw.get()) };
         Condvar { raw }
     }
 
@@ -159,14 +169,17 @@ impl Condvar {
         self.wait_timeout(guard, timeout.max(Duration::from_micros(1)))
     }
 
-    /// Blocks until notified or `timeout` has passed; `true` on timeout.
+    /// Blocks until notified or `timeout` has passed on the monotonic
+    /// clock; `true` on timeout.
     pub(crate) fn wait_timeout<T>(&self, guard: &mut MutexGuard<'_, T>, timeout: Duration) -> bool {
-        let deadline = deadline_after(timeout);
         let _no_cancel = NoCancel::new();
-        // SAFETY: as in `wait`; `deadline` is a valid timespec.
-        let r = unsafe { libc::pthread_cond_timedwait(self.raw.get(), guard.mutex.raw.get(), &deadline) };
-        debug_assert!(r == 0 || r == libc::ETIMEDOUT, "pthread_cond_timedwait failed: {r}");
-        r == libc::ETIMEDOUT
+        let (cond, mutex) = (self.raw.get(), guard.mutex.raw.get());
+        wait_until(timeout, |left| {
+            // SAFETY: the guard proves this thread holds `mutex`, which the
+            // wait releases and takes back before returning; `cond` was
+            // initialised by `timed::init`.
+            unsafe { timed::wait(cond, mutex, left) }
+        })
     }
 
     pub(crate) fn notify_one(&self) {
@@ -187,14 +200,20 @@ impl Drop for Condvar {
     }
 }
 
-/// `CLOCK_MONOTONIC` now plus `timeout`, saturating far in the future.
-fn deadline_after(timeout: Duration) -> libc::timespec {
+/// `clock` now plus `timeout`, saturating far in the future: the deadline
+/// of a `pthread_cond_timedwait` on a condition variable that measures
+/// `clock`.
+#[cfg_attr(
+    all(target_vendor = "apple", not(gil_realtime_wait)),
+    allow(dead_code, reason = "Apple's timed waits are relative")
+)]
+fn deadline_after(clock: libc::clockid_t, timeout: Duration) -> libc::timespec {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is valid for writing; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    let secs = libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX);
-    let mut sec = now.tv_sec.saturating_add(secs);
-    let mut nsec = now.tv_nsec + libc::c_long::from(timeout.subsec_nanos() as i32);
+    // SAFETY: `now` is valid for writing; both clocks used here always exist.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    let rel = timespec(timeout);
+    let mut sec = now.tv_sec.saturating_add(rel.tv_sec);
+    let mut nsec = now.tv_nsec + rel.tv_nsec;
     if nsec >= 1_000_000_000 {
         nsec -= 1_000_000_000;
         sec = sec.saturating_add(1);
@@ -205,38 +224,11 @@ fn deadline_after(timeout: Duration) -> libc::timespec {
     }
 }
 
-/// The protocol's clock: the monotonic clock. (Under loom, a count of the
-/// model's ticks.) Kept in the data under the lock's mutex, so that the
-/// loom version can be advanced there.
-#[derive(Default)]
-pub(crate) struct Clock;
-
-/// A point in time read from a [`Clock`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Stamp(Instant);
-
-impl Clock {
-    pub(crate) fn now(&self) -> Stamp {
-        Stamp(Instant::now())
-    }
-
-    /// Whether `d` has passed since `since`.
-    pub(crate) fn passed(&self, since: Stamp, d: Duration) -> bool {
-        since.0.elapsed() >= d
-    }
-
-    /// How much of `d` is left since `since` (at least 1 µs).
-    pub(crate) fn left(&self, since: Stamp, d: Duration) -> Duration {
-        d.saturating_sub(since.0.elapsed()).max(Duration::from_micros(1))
-    }
-}
-
-/// Spins, without blocking, while `busy()` holds and `limit` has not passed.
-pub(crate) fn spin_while(limit: Duration, busy: impl Fn() -> bool) {
-    let start = Instant::now();
-    while busy() && start.elapsed() < limit {
-        for _ in 0..32 {
-            std::hint::spin_loop();
-        }
+/// `d` as a `timespec`, saturating far in the future.
+fn timespec(d: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+        // Below 10^9: fits every platform's `c_long`.
+        tv_nsec: d.subsec_nanos() as libc::c_long,
     }
 }

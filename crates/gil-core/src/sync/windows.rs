@@ -1,0 +1,167 @@
+//! Windows' slim reader/writer lock and condition variable (SRWLOCK +
+//! CONDITION_VARIABLE), the primitives CPython's GIL is built on there
+//! (`Python/condvar.h`), behind the same small API as `pthread/`.
+//!
+//! A timed wait (`SleepConditionVariableSRW`) counts whole milliseconds on
+//! the system's interrupt time, which setting the wall clock does not
+//! move; a timeout is rounded up to the next millisecond, and the
+//! monotonic clock decides when the wait has timed out
+//! (`super::time::wait_until`). Both objects are a pointer-sized word that
+//! may move while unused, so they live inline. There is no thread
+//! cancellation to keep out (`crate::cancel` does nothing here).
+
+pub(crate) use super::time::{spin_while, Clock, Stamp};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+pub(crate) use std::thread_local;
+
+use super::time::wait_until;
+use super::Clocked;
+use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+use windows_sys::Win32::Foundation::{GetLastError, ERROR_TIMEOUT};
+use windows_sys::Win32::System::Threading::{
+    AcquireSRWLockExclusive, ReleaseSRWLockExclusive, SleepConditionVariableSRW, TryAcquireSRWLockExclusive,
+    WakeAllConditionVariable, WakeConditionVariable, CONDITION_VARIABLE, CONDITION_VARIABLE_INIT, INFINITE, SRWLOCK,
+    SRWLOCK_INIT,
+};
+
+/// A mutual-exclusion lock around a `T` (no poisoning: a panic while it is
+/// held unlocks it and leaves `T` as it was).
+pub(crate) struct Mutex<T> {
+    raw: UnsafeCell<SRWLOCK>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the mutex hands out `&mut T` to one thread at a time, so sending
+// or sharing it is sound whenever `T` itself may move between threads.
+unsafe impl<T: Send> Send for Mutex<T> {}
+// SAFETY: as above; `T` is only reached through a guard.
+unsafe impl<T: Send> Sync for Mutex<T> {}
+
+/// Proof that the calling thread holds a [`Mutex`]; unlocks on drop.
+pub(crate) struct MutexGuard<'a, T> {
+    mutex: &'a Mutex<T>,
+}
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Mutex {
+            raw: UnsafeCell::new(SRWLOCK_INIT),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        // SAFETY: `raw` is an initialised SRWLOCK that does not move while
+        // borrowed; it is not recursive and no caller locks it twice (the
+        // guard is the only way to hold it, and the lock never re-enters).
+        unsafe { AcquireSRWLockExclusive(self.raw.get()) };
+        MutexGuard { mutex: self }
+    }
+
+    /// Locks, but while another thread holds the mutex tries again for up
+    /// to `limit` before sleeping (see `pthread::Mutex::lock_spinning`).
+    pub(crate) fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
+        let start = Instant::now();
+        loop {
+            // SAFETY: as in `lock`; a failed try leaves the lock as it was.
+            if unsafe { TryAcquireSRWLockExclusive(self.raw.get()) } {
+                return MutexGuard { mutex: self };
+            }
+            if start.elapsed() >= limit {
+                return self.lock();
+            }
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+impl<T> Drop for MutexGuard<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: the guard exists, so this thread holds the lock.
+        unsafe { ReleaseSRWLockExclusive(self.mutex.raw.get()) };
+    }
+}
+
+impl<T> Deref for MutexGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: this thread holds the mutex, so nobody writes `value`.
+        unsafe { &*self.mutex.value.get() }
+    }
+}
+
+impl<T> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: this thread holds the mutex, and `&mut self` makes this
+        // the only reference through the guard.
+        unsafe { &mut *self.mutex.value.get() }
+    }
+}
+
+/// A condition variable whose timed waits end by the monotonic clock.
+pub(crate) struct Condvar {
+    raw: UnsafeCell<CONDITION_VARIABLE>,
+}
+
+// SAFETY: condition variables are made to be shared between threads.
+unsafe impl Send for Condvar {}
+// SAFETY: as above.
+unsafe impl Sync for Condvar {}
+
+impl Condvar {
+    pub(crate) fn new() -> Self {
+        Condvar {
+            raw: UnsafeCell::new(CONDITION_VARIABLE_INIT),
+        }
+    }
+
+    /// Blocks until notified (or a spurious wake-up).
+    pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+        // SAFETY: the guard proves this thread holds `guard.mutex`
+        // (exclusively, flags 0), which the call releases and takes back
+        // before returning.
+        let ok = unsafe { SleepConditionVariableSRW(self.raw.get(), guard.mutex.raw.get(), INFINITE, 0) };
+        debug_assert!(ok != 0, "SleepConditionVariableSRW failed");
+    }
+
+    /// Blocks until notified or `timeout` (at least 1 µs) has passed, for
+    /// data that carries a [`Clock`]; `true` on timeout.
+    pub(crate) fn wait_for<T: Clocked>(&self, guard: &mut MutexGuard<'_, T>, timeout: Duration) -> bool {
+        self.wait_timeout(guard, timeout.max(Duration::from_micros(1)))
+    }
+
+    /// Blocks until notified or `timeout` has passed on the monotonic
+    /// clock; `true` on timeout.
+    pub(crate) fn wait_timeout<T>(&self, guard: &mut MutexGuard<'_, T>, timeout: Duration) -> bool {
+        let (cond, lock) = (self.raw.get(), guard.mutex.raw.get());
+        wait_until(timeout, |left| {
+            // SAFETY: as in `wait`.
+            let ok = unsafe { SleepConditionVariableSRW(cond, lock, millis(left), 0) };
+            // SAFETY: reads this thread's last error; no preconditions.
+            ok == 0 && unsafe { GetLastError() } == ERROR_TIMEOUT
+        })
+    }
+
+    pub(crate) fn notify_one(&self) {
+        // SAFETY: an initialised condition variable that does not move
+        // while borrowed.
+        unsafe { WakeConditionVariable(self.raw.get()) };
+    }
+
+    pub(crate) fn notify_all(&self) {
+        // SAFETY: as in `notify_one`.
+        unsafe { WakeAllConditionVariable(self.raw.get()) };
+    }
+}
+
+/// `d` in whole milliseconds, rounded up (a wait never ends before `d`),
+/// below `INFINITE`.
+fn millis(d: Duration) -> u32 {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    u32::try_from(ms).unwrap_or(INFINITE - 1).min(INFINITE - 1)
+}

@@ -166,6 +166,10 @@ enum gil_result_t
   // newer gil-core error reaching an older mapping). Not a bug in the
   // library: that is `GIL_ERR_PANIC`.
   GIL_ERR_OTHER = 17,
+  // The call names something this platform does not have (fork on
+  // Windows); nothing changed. The call exists on every platform, so
+  // the exported symbols are the same everywhere.
+  GIL_ERR_UNSUPPORTED = 18,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -726,6 +730,7 @@ gil_result_t gil_set_switch_interval(gil_t *gil,
 // Event hooks stay installed; a running trace is dropped unwritten (its
 // file belongs to the parent; the child may start its own). Call it in the child before any other
 // call on the lock and before the child starts any thread. Does not block.
+// On Windows, which has no `fork()`: `GIL_ERR_UNSUPPORTED`, nothing changed.
 //
 // # Safety
 // `gil` is NULL or a live lock (inherited from the parent), and no other

@@ -31,6 +31,21 @@ pub(crate) unsafe fn c_str_lossy<'a>(s: *const c_char) -> Result<std::borrow::Co
     Ok(unsafe { CStr::from_ptr(s) }.to_string_lossy())
 }
 
+/// A C string as a file name: its bytes as they are on a POSIX system; on
+/// Windows, UTF-8 (the encoding Rust's `std` and a UTF-8 code page use),
+/// else `GIL_ERR_INVALID_ARGUMENT`.
+pub(crate) fn c_path(s: &CStr) -> Result<&Path, gil_result_t> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        Ok(Path::new(std::ffi::OsStr::from_bytes(s.to_bytes())))
+    }
+    #[cfg(not(unix))]
+    {
+        s.to_str().map(Path::new).map_err(|_| GIL_ERR_INVALID_ARGUMENT)
+    }
+}
+
 pub(crate) fn token(ptr: *mut c_void) -> Result<Token, gil_result_t> {
     Token::from_ptr(ptr).ok_or(GIL_ERR_NULL_ARGUMENT)
 }

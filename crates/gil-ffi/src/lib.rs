@@ -19,9 +19,8 @@
 //!   can become an invalid Rust enum.
 #![allow(non_camel_case_types, reason = "C names: the header is the interface")]
 
-use std::ffi::{c_char, c_void, CStr, OsStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::mem::{offset_of, size_of};
-use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::ptr;

@@ -316,6 +316,7 @@ pub unsafe extern "C" fn gil_set_switch_interval(gil: *mut gil_t, us: u64) -> gi
 /// Event hooks stay installed; a running trace is dropped unwritten (its
 /// file belongs to the parent; the child may start its own). Call it in the child before any other
 /// call on the lock and before the child starts any thread. Does not block.
+/// On Windows, which has no `fork()`: `GIL_ERR_UNSUPPORTED`, nothing changed.
 ///
 /// # Safety
 /// `gil` is NULL or a live lock (inherited from the parent), and no other
@@ -323,6 +324,9 @@ pub unsafe extern "C" fn gil_set_switch_interval(gil: *mut gil_t, us: u64) -> gi
 #[no_mangle]
 pub unsafe extern "C" fn gil_reinit_after_fork(gil: *mut gil_t, token: *mut c_void) -> gil_result_t {
     guard_result(|| {
+        if cfg!(windows) {
+            return Err(GIL_ERR_UNSUPPORTED);
+        }
         let token = self::token(token)?;
         // SAFETY: non-NULL means live by this function's contract, and no
         // other thread uses it: the exclusive borrow is sound.

@@ -59,12 +59,16 @@ pub enum gil_result_t {
     /// newer gil-core error reaching an older mapping). Not a bug in the
     /// library: that is `GIL_ERR_PANIC`.
     GIL_ERR_OTHER = 17,
+    /// The call names something this platform does not have (fork on
+    /// Windows); nothing changed. The call exists on every platform, so
+    /// the exported symbols are the same everywhere.
+    GIL_ERR_UNSUPPORTED = 18,
 }
 pub use gil_result_t::*;
 
 impl gil_result_t {
     /// Every code, for turning a number back into one.
-    pub(crate) const ALL: [gil_result_t; 18] = [
+    pub(crate) const ALL: [gil_result_t; 19] = [
         GIL_OK,
         GIL_ERR_NULL_ARGUMENT,
         GIL_ERR_NOT_HOLDER,
@@ -83,6 +87,7 @@ impl gil_result_t {
         GIL_ERR_UNKNOWN_THREAD,
         GIL_ERR_FOREIGN_THREAD,
         GIL_ERR_OTHER,
+        GIL_ERR_UNSUPPORTED,
     ];
 
     /// The code numbered `n`, if there is one.
@@ -111,6 +116,7 @@ impl gil_result_t {
             GIL_ERR_UNKNOWN_THREAD => c"no accounting record for this thread",
             GIL_ERR_FOREIGN_THREAD => c"the token's accounting record belongs to another thread",
             GIL_ERR_OTHER => c"an error this version of the C ABI has no code for",
+            GIL_ERR_UNSUPPORTED => c"not available on this platform",
         }
     }
 }

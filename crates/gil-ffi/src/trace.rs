@@ -68,7 +68,7 @@ pub unsafe extern "C" fn gil_trace_start_ex(
             return Err(GIL_ERR_NULL_ARGUMENT);
         }
         // SAFETY: non-NULL and NUL-terminated by this function's contract.
-        let path = Path::new(OsStr::from_bytes(unsafe { CStr::from_ptr(path) }.to_bytes()));
+        let path = c_path(unsafe { CStr::from_ptr(path) })?;
         let title = if title.is_null() {
             None
         } else {

@@ -1,5 +1,7 @@
 //! The convoy effect, measured: one I/O thread makes round trips over a
-//! `UnixStream::pair()` to an echo peer thread that does not use the lock.
+//! connected stream pair (`gil_bench::os::stream_pair`: a Unix-domain
+//! socket pair, loopback TCP on Windows) to an echo peer thread that does
+//! not use the lock.
 //! The I/O thread holds the lock between system calls and releases it
 //! (`ReleaseReason::Voluntary`) around each blocking write and read, taking it
 //! back after each, as CPython does around `send`/`recv`. Beside it run 0, 1
@@ -30,11 +32,12 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::Arc;
 use std::time::Duration;
+
+use gil_bench::os::Stream;
 
 use common::{
     check_counters, gil_cpu_thread, mutex_cpu_thread, new_gil, presets, stamp, token, EchoPeer, ExclusiveCounter, Job,
@@ -58,7 +61,7 @@ const SLOW_PEER: Duration = Duration::from_micros(200);
 
 /// The I/O thread's socket end and buffers, kept across runs.
 struct IoEnd {
-    stream: UnixStream,
+    stream: Stream,
     out: Vec<u8>,
     back: Vec<u8>,
     /// Sequence number of the next message, across runs.
@@ -66,7 +69,7 @@ struct IoEnd {
 }
 
 impl IoEnd {
-    fn new(stream: UnixStream, len: usize) -> IoEnd {
+    fn new(stream: Stream, len: usize) -> IoEnd {
         IoEnd {
             stream,
             out: vec![0xa5; len],

@@ -8,8 +8,10 @@
 //!   of waiting threads (`gil-bench --scale`).
 //! - [`workload`]: the pieces the simulator and the criterion benches
 //!   (`benches/`) share.
+//! - [`os`]: a stream pair and context-switch counts, per OS.
 //! - The `gil-demo` command: one policy, printed counters.
 
+pub mod os;
 pub mod scale;
 pub mod sim;
 pub mod workload;

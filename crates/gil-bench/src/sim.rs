@@ -24,7 +24,6 @@
 //! also how evenly the lock serves them: see [`Outcome::io_fairness`].
 
 use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Barrier};
 use std::thread::{self, JoinHandle};
@@ -33,6 +32,7 @@ use std::time::{Duration, Instant};
 use gil_core::trace::{Trace, Tracer};
 use gil_core::{Counters, Gil, GilConfig, ReleaseReason, Token};
 
+use crate::os::Stream;
 use crate::workload::{free_cpu_thread, gil_cpu_thread, stamp, work_unit, EchoPeer, ExclusiveCounter};
 
 /// The most I/O threads a scenario may have: their tokens (1 to this) stay
@@ -195,7 +195,7 @@ fn io_thread(
     me: Token,
     shared: &ExclusiveCounter,
     stop: &AtomicBool,
-    mut stream: UnixStream,
+    mut stream: Stream,
     message_len: usize,
     io_work: u32,
 ) -> io::Result<IoThreadResult> {

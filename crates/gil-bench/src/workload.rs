@@ -4,7 +4,6 @@
 
 use std::hint::black_box;
 use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::thread::{self, JoinHandle};
@@ -12,6 +11,8 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use gil_core::{Gil, ReleaseReason, Token};
+
+use crate::os::{stream_pair, Stream};
 
 // ---- proof of exclusion -------------------------------------------------------
 
@@ -103,8 +104,8 @@ impl EchoPeer {
     /// A connected socket pair; the peer serves one end until the other is
     /// closed, sleeping `delay` (if not zero) before each answer. Returns the
     /// other end.
-    pub fn spawn(message_len: usize, delay: Duration) -> io::Result<(UnixStream, EchoPeer)> {
-        let (ours, theirs) = UnixStream::pair()?;
+    pub fn spawn(message_len: usize, delay: Duration) -> io::Result<(Stream, EchoPeer)> {
+        let (ours, theirs) = stream_pair()?;
         let handle = thread::Builder::new()
             .name("echo-peer".into())
             .spawn(move || echo(theirs, message_len, delay))?;
@@ -120,7 +121,7 @@ impl EchoPeer {
     }
 }
 
-fn echo(mut stream: UnixStream, message_len: usize, delay: Duration) -> io::Result<u64> {
+fn echo(mut stream: Stream, message_len: usize, delay: Duration) -> io::Result<u64> {
     let mut buf = vec![0u8; message_len];
     let mut echoed = 0;
     loop {

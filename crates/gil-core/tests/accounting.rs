@@ -11,7 +11,9 @@ use std::time::Duration;
 use gil_core::{Gil, GilConfig, GilError, ReleaseReason};
 
 mod common;
-use common::{in_fork_child, tok};
+#[cfg(unix)]
+use common::in_fork_child;
+use common::tok;
 
 #[test]
 fn a_known_wait_hold_and_call_are_reported_at_least_as_long() {
@@ -124,6 +126,7 @@ fn off_it_records_nothing_and_on_again_it_resumes() {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_fork_child_starts_with_no_records() {
     let gil = Gil::new(GilConfig::new()).unwrap();
     gil.set_thread_stats(true);

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use gil_core::{Event, EventKind, Gil, GilConfig, Policy, ReleaseReason};
 
 mod common;
-use common::{a_waiter_gets_the_holder_asked, in_fork_child, tok};
+use common::tok;
+#[cfg(unix)]
+use common::{a_waiter_gets_the_holder_asked, in_fork_child};
 
 /// Counts `WaitStart` events, so a test can wait until a thread is queued.
 fn count_waits(gil: &Gil) -> Arc<AtomicUsize> {
@@ -240,6 +242,7 @@ fn try_acquire_does_not_overtake_an_overdue_waiter() {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_monitored_lock_works_in_a_fork_child() {
     let gil = Arc::new(Gil::new(GilConfig::preset("priority-monitor").unwrap().switch_interval_us(1_000)).unwrap());
     // Start the monitor in the parent.

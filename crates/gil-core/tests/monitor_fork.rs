@@ -2,7 +2,7 @@
 //! monitor thread. Alone in its test binary: the test forks while no other
 //! thread may be inside the lock (a monitor looking at some other test's
 //! lock would look at this one too, holding its mutex).
-#![cfg(not(gil_loom))]
+#![cfg(all(not(gil_loom), unix))]
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;

@@ -1,7 +1,9 @@
 //! The priority policy and lazy release, with real threads.
 #![cfg(not(gil_loom))]
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(target_os = "linux")]
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -1282,8 +1284,9 @@ fn cpu_threads_beside_io_flood(preset: &str, n: usize) -> CpuRun {
 /// once an interval; the others sleep until their turn. Each waiter counts
 /// the times it went to sleep while waiting (`RUSAGE_THREAD` voluntary
 /// context switches). Timed by every waiter, as in CPython's `take_gil`,
-/// each would sleep about 100 times.
+/// each would sleep about 100 times. Linux only (`RUSAGE_THREAD`).
 #[test]
+#[cfg(target_os = "linux")]
 fn only_the_first_waiter_wakes_on_a_timer() {
     let _serial = one_at_a_time();
     for preset in PRESETS {
@@ -1299,6 +1302,7 @@ fn only_the_first_waiter_wakes_on_a_timer() {
 
 /// How many times each of 16 waiters slept while a holder kept the lock for
 /// 100 intervals of 1 ms.
+#[cfg(target_os = "linux")]
 fn sleeps_behind_a_long_holder(preset: &str) -> Vec<i64> {
     fn voluntary_switches() -> i64 {
         // SAFETY: `getrusage` writes only the struct it is given.

@@ -366,6 +366,7 @@ fn instances_are_independent() {
 }
 
 #[test]
+#[cfg(unix)]
 fn reinit_after_fork_in_a_real_child_process() {
     let gil = Arc::new(Gil::new(GilConfig::new().switch_interval_us(1_000)).unwrap());
     let main = tok(1);

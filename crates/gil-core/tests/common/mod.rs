@@ -9,8 +9,8 @@ pub fn tok(n: usize) -> Token {
 }
 
 /// Forks; the child runs `child` and leaves with `_exit` (0 if it returned
-/// true); the parent asserts that it did.
-#[cfg(not(gil_loom))]
+/// true); the parent asserts that it did. POSIX only (no fork on Windows).
+#[cfg(all(not(gil_loom), unix))]
 pub fn in_fork_child(child: impl FnOnce() -> bool) {
     // SAFETY: the child only uses memory it owns, starts threads (glibc
     // allows that after fork) and leaves with `_exit`.

@@ -10,6 +10,15 @@
 #   LIBDIR/pkgconfig/gil.pc          (shared; Libs.private for --static)
 #   LIBDIR/pkgconfig/gil-static.pc   (the static library, -l:libgil.a)
 #
+# On macOS the shared library is LIBDIR/libgil.X.Y.Z.dylib, install name
+# LIBDIR/libgil.X.Y.dylib (a link, as is libgil.dylib), and gil-static.pc
+# names LIBDIR/libgil.a by path (Apple's ld has neither -l:NAME nor
+# --exclude-libs). The BSDs get Linux's layout (ELF; their linkers, lld and
+# GNU ld, take both flags). The macOS and BSD branches are written from
+# the platforms' manuals and not run here (no such machine; README,
+# "Platforms"). Windows: take gil.dll, libgil.dll.a and libgil.a from the
+# target directory; this script refuses.
+#
 # Usage: scripts/install.sh [options] [PREFIX]
 #   --prefix DIR      where the files will live (default /usr/local; also
 #                     the positional PREFIX or $PREFIX)
@@ -79,27 +88,44 @@ case $includedir in "") includedir=$prefix/include ;; /*) ;; *) includedir=$pref
 case $destdir in "" | /*) ;; *) destdir=$here/$destdir ;; esac
 destdir=${destdir%/}
 
+os=$(uname -s)
+case $os in
+    Linux | FreeBSD | NetBSD | OpenBSD | DragonFly) os=elf ;;
+    Darwin) os=darwin ;;
+    *) die "no install layout for $os: this script knows Linux, the BSDs and macOS (on Windows take gil.dll, libgil.dll.a and libgil.a from the target directory)" ;;
+esac
+
 version=$(sed -n 's/^#define GIL_VERSION "\(.*\)"$/\1/p' include/gil.h)
 [ -n "$version" ] || die "no GIL_VERSION in include/gil.h"
 IFS=. read -r major minor _patch <<<"$version"
 if [ "$major" = 0 ]; then abi=$major.$minor; else abi=$major; fi
-soname=libgil.so.$abi
-real=libgil.so.$version
+if [ $os = darwin ]; then
+    shared=libgil.dylib soname=libgil.$abi.dylib real=libgil.$version.dylib
+else
+    shared=libgil.so soname=libgil.so.$abi real=libgil.so.$version
+fi
 
 if [ $build = 1 ]; then
     echo "install: building gil-ffi (release)"
     cargo build --release --locked --quiet -p gil-ffi
 fi
 target=${CARGO_TARGET_DIR:-target}/release
-for f in libgil.a libgil.so; do
+for f in libgil.a $shared; do
     [ -f "$target/$f" ] || die "$target/$f is missing: build it first (cargo build --release -p gil-ffi) or pass --build"
     newer=$(find Cargo.toml Cargo.lock crates/gil-core crates/gil-ffi -newer "$target/$f" -type f \
         \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) -print -quit)
     [ -z "$newer" ] || die "$target/$f is older than $newer: rebuild it (cargo build --release -p gil-ffi) or pass --build"
 done
-command -v readelf >/dev/null || die "readelf not found (Debian: apt-get install binutils)"
-got=$(readelf -d "$target/libgil.so" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
-[ "$got" = "$soname" ] || die "$target/libgil.so has soname '${got:-none}', expected $soname: rebuild it (cargo build --release -p gil-ffi)"
+if [ $os = darwin ]; then
+    command -v otool >/dev/null || die "otool not found (install Xcode's command line tools)"
+    got=$(otool -D "$target/$shared" | sed -n '2s|.*/||p')
+    what="install name"
+else
+    command -v readelf >/dev/null || die "readelf not found (Debian: apt-get install binutils)"
+    got=$(readelf -d "$target/$shared" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+    what=soname
+fi
+[ "$got" = "$soname" ] || die "$target/$shared has $what '${got:-none}', expected $soname: rebuild it (cargo build --release -p gil-ffi)"
 
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
@@ -109,12 +135,16 @@ probe_out=$(rustc --crate-type staticlib --crate-name probe --edition 2021 --pri
 native_libs=$(sed -n 's/.*native-static-libs: //p' <<<"$probe_out" | tail -1)
 [ -n "$native_libs" ] || die "rustc --print native-static-libs printed nothing"
 
-echo "install: $real (soname $soname) into ${destdir}$libdir, gil.h into ${destdir}$includedir"
+echo "install: $real ($what $soname) into ${destdir}$libdir, gil.h into ${destdir}$includedir"
 install -d "$destdir$libdir/pkgconfig" "$destdir$includedir"
 install -m 644 "$target/libgil.a" "$destdir$libdir/libgil.a"
-install -m 755 "$target/libgil.so" "$destdir$libdir/$real"
+install -m 755 "$target/$shared" "$destdir$libdir/$real"
 ln -sfn "$real" "$destdir$libdir/$soname"
-ln -sfn "$real" "$destdir$libdir/libgil.so"
+ln -sfn "$real" "$destdir$libdir/$shared"
+if [ $os = darwin ]; then
+    # The install name programs record: where the library will live.
+    install_name_tool -id "$libdir/$soname" "$destdir$libdir/$real" || die "install_name_tool failed on $real"
+fi
 install -m 644 include/gil.h "$destdir$includedir/gil.h"
 
 # The .pc files say ${prefix} where they can, so that pkg-config's
@@ -137,13 +167,18 @@ Libs.private: $native_libs
 PC
 # --exclude-libs keeps a program that links the archive with
 # --export-dynamic (CPython does) from exporting the Rust runtime's symbols.
+if [ $os = darwin ]; then
+    static_libs="\${libdir}/libgil.a $native_libs"
+else
+    static_libs="-L\${libdir} -l:libgil.a -Wl,--exclude-libs,libgil.a $native_libs"
+fi
 cat > "$destdir$libdir/pkgconfig/gil-static.pc" <<PC
 ${common}
 Name: gil-static
 Description: Global interpreter lock with CPython's new-GIL protocol (static library)
 Version: $version
 Cflags: -I\${includedir}
-Libs: -L\${libdir} -l:libgil.a -Wl,--exclude-libs,libgil.a $native_libs
+Libs: $static_libs
 PC
 if [ -n "$destdir" ]; then
     echo "install: done. Build against the staged tree with: cc app.c \$(PKG_CONFIG_PATH=${destdir}$libdir/pkgconfig PKG_CONFIG_SYSROOT_DIR=$destdir pkg-config --cflags --libs gil)"

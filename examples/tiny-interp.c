@@ -19,23 +19,49 @@
  *
  * NAME is one of the library's presets (gil_preset_name): classic (CPython's
  * GIL), priority, lazy, priority-lazy.
+ *
+ * It builds on POSIX systems and, with mingw-w64, on Windows (threads from
+ * winpthreads, sockets from Winsock: the few lines below that differ).
  */
 #define _GNU_SOURCE
 #include <gil.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+/* ---- sockets: POSIX or Winsock ------------------------------------------ */
+#ifdef _WIN32
+#include <winsock2.h>
+#include <ws2tcpip.h>
+typedef SOCKET sock_t;
+#define MSG_NOSIGNAL 0 /* Windows raises no SIGPIPE */
+#define SHUT_RDWR SD_BOTH
+static int sock_ok(sock_t s) { return s != INVALID_SOCKET; }
+static void sock_close(sock_t s) { closesocket(s); }
+static void net_init(void) {
+    WSADATA data;
+    if (WSAStartup(MAKEWORD(2, 2), &data) != 0) {
+        fprintf(stderr, "tiny-interp: WSAStartup failed\n");
+        exit(1);
+    }
+}
+#else
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+typedef int sock_t;
+static int sock_ok(sock_t s) { return s >= 0; }
+static void sock_close(sock_t s) { close(s); }
+static void net_init(void) {}
+#endif
 
 /* ---- the VM --------------------------------------------------------------- */
 
@@ -44,14 +70,14 @@ enum op { OP_SET, OP_XORSHIFT, OP_ADD, OP_DECJNZ, OP_COUNT, OP_HALT };
 struct insn {
     enum op op;
     int a, b;   /* registers or an immediate */
-    long imm;
+    int64_t imm;
 };
 
 /* One interpreter thread: the GIL token is a pointer to this struct. */
 struct vm_thread {
     gil_t *gil;
     atomic_int eval_breaker; /* set by the drop-request callback */
-    long regs[4];
+    int64_t regs[4];
     uint64_t work;           /* OP_COUNT executions */
     uint64_t forced_drops;
 };
@@ -76,7 +102,7 @@ static void handle_eval_breaker(struct vm_thread *t) {
 
 /* Runs `code` until OP_HALT (or, for endless programs, until stop_cpu). */
 static void run(struct vm_thread *t, const struct insn *code) {
-    long *r = t->regs;
+    int64_t *r = t->regs;
     int pc = 0, budget = CHECK_EVERY;
     for (;;) {
         if (--budget == 0) {
@@ -89,7 +115,7 @@ static void run(struct vm_thread *t, const struct insn *code) {
         case OP_SET: r[i->a] = i->imm; break;
         case OP_XORSHIFT:
             r[i->a] ^= r[i->a] << 13;
-            r[i->a] ^= (long)((unsigned long)r[i->a] >> 7);
+            r[i->a] ^= (int64_t)((uint64_t)r[i->a] >> 7);
             r[i->a] ^= r[i->a] << 17;
             break;
         case OP_ADD: r[i->a] += r[i->b]; break;
@@ -104,7 +130,7 @@ static void run(struct vm_thread *t, const struct insn *code) {
 
 /* CPU-bound: an endless loop of arithmetic; one "work unit" per 1000 rounds. */
 static const struct insn cpu_program[] = {
-    {OP_SET, 1, 0, 88172645463325252L},
+    {OP_SET, 1, 0, INT64_C(88172645463325252)},
     {OP_SET, 0, 0, 1000},          /* 1: */
     {OP_XORSHIFT, 1, 0, 0},        /* 2: */
     {OP_ADD, 2, 1, 0},
@@ -143,15 +169,15 @@ static void *cpu_thread(void *arg) {
 
 /* ---- the I/O side ------------------------------------------------------- */
 
-enum { MSG = 100 };
+enum { MSG_LEN = 100 };
 
 struct io_args {
     struct vm_thread vm;
-    int listen_fd;
+    sock_t listen_fd;
     atomic_int stop_io;
 };
 
-static int read_full(int fd, char *buf, size_t n) {
+static int read_full(sock_t fd, char *buf, size_t n) {
     size_t got = 0;
     while (got < n) {
         ssize_t k = recv(fd, buf + got, n - got, 0);
@@ -165,7 +191,7 @@ static int read_full(int fd, char *buf, size_t n) {
 }
 
 /* Blocking calls release the GIL around them, as Py_BEGIN_ALLOW_THREADS. */
-static int gil_read_full(struct vm_thread *t, int fd, char *buf, size_t n) {
+static int gil_read_full(struct vm_thread *t, sock_t fd, char *buf, size_t n) {
     gil_result_t r = gil_release(t->gil, t, GIL_RELEASE_VOLUNTARY);
     if (r != GIL_OK) die("release", r);
     int rc = read_full(fd, buf, n);
@@ -173,7 +199,7 @@ static int gil_read_full(struct vm_thread *t, int fd, char *buf, size_t n) {
     return rc;
 }
 
-static int gil_send_full(struct vm_thread *t, int fd, const char *buf, size_t n) {
+static int gil_send_full(struct vm_thread *t, sock_t fd, const char *buf, size_t n) {
     gil_result_t r = gil_release(t->gil, t, GIL_RELEASE_VOLUNTARY);
     if (r != GIL_OK) die("release", r);
     ssize_t k = send(fd, buf, n, MSG_NOSIGNAL);
@@ -186,15 +212,15 @@ static void *io_server(void *arg) {
     struct vm_thread *t = &a->vm;
     gil_result_t r = gil_acquire(t->gil, t);
     if (r != GIL_OK) die("acquire", r);
-    int conn = accept(a->listen_fd, NULL, NULL); /* a blocking call too, but once */
+    sock_t conn = accept(a->listen_fd, NULL, NULL); /* a blocking call too, but once */
     int one = 1;
-    setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    char buf[MSG];
-    while (gil_read_full(t, conn, buf, MSG) == 0) {
+    setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, (const void *)&one, sizeof one);
+    char buf[MSG_LEN];
+    while (gil_read_full(t, conn, buf, MSG_LEN) == 0) {
         run(t, handle_program);
-        if (gil_send_full(t, conn, buf, MSG) != 0) break;
+        if (gil_send_full(t, conn, buf, MSG_LEN) != 0) break;
     }
-    close(conn);
+    sock_close(conn);
     if ((r = gil_release(t->gil, t, GIL_RELEASE_FINAL)) != GIL_OK) die("release", r);
     return NULL;
 }
@@ -221,13 +247,13 @@ static struct result measure(const char *preset, uint64_t interval_us, int n_cpu
     config.on_drop_request = on_drop_request;
     if ((r = gil_new(&config, &gil)) != GIL_OK) die("gil_new", r);
 
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    sock_t lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t alen = sizeof addr;
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 1) != 0 ||
+    if (!sock_ok(lfd) || bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 1) != 0 ||
         getsockname(lfd, (struct sockaddr *)&addr, &alen) != 0) {
         perror("tiny-interp: listen on 127.0.0.1");
         exit(1);
@@ -249,22 +275,22 @@ static struct result measure(const char *preset, uint64_t interval_us, int n_cpu
     }
 
     /* The client: outside the interpreter, never touches the GIL. */
-    int cfd = socket(AF_INET, SOCK_STREAM, 0);
+    sock_t cfd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
-    setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, (const void *)&one, sizeof one);
     if (connect(cfd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         perror("tiny-interp: connect");
         exit(1);
     }
-    char msg[MSG], back[MSG];
+    char msg[MSG_LEN], back[MSG_LEN];
     memset(msg, 'x', sizeof msg);
     uint64_t trips = 0;
     double t0 = now_s(), t_end = t0 + seconds;
     uint64_t work0 = 0;
     for (int i = 0; i < n_cpu; i++) work0 += cpu[i].work; /* racy read: a rate, not an invariant */
     while (now_s() < t_end) {
-        if (send(cfd, msg, MSG, MSG_NOSIGNAL) != MSG || read_full(cfd, back, MSG) != 0) break;
-        if (memcmp(msg, back, MSG) != 0) {
+        if (send(cfd, msg, MSG_LEN, MSG_NOSIGNAL) != MSG_LEN || read_full(cfd, back, MSG_LEN) != 0) break;
+        if (memcmp(msg, back, MSG_LEN) != 0) {
             fprintf(stderr, "tiny-interp: echo corrupted\n");
             exit(1);
         }
@@ -273,14 +299,14 @@ static struct result measure(const char *preset, uint64_t interval_us, int n_cpu
     double elapsed = now_s() - t0;
     atomic_store(&stop_cpu, 1);
     shutdown(cfd, SHUT_RDWR);
-    close(cfd);
+    sock_close(cfd);
     pthread_join(io_th, NULL);
     uint64_t work = 0;
     for (int i = 0; i < n_cpu; i++) {
         pthread_join(cpu_th[i], NULL);
         work += cpu[i].work;
     }
-    close(lfd);
+    sock_close(lfd);
 
     struct result res;
     res.round_trips_per_s = (double)trips / elapsed;
@@ -300,6 +326,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    net_init();
     const char *policy_name = "classic";
     int max_cpu = 2;
     double seconds = 1.0;

@@ -790,20 +790,33 @@ fn lazy_release_long_call_is_taken_over() {
     let gil = Arc::new(Gil::new(GilConfig::new().lazy_release_us(Some(100))).unwrap());
     let (caller, waiter) = (tok(1), tok(2));
     let in_call = Arc::new(AtomicBool::new(true));
+    let took_over = Arc::new(AtomicBool::new(false));
     gil.acquire(caller).unwrap();
     gil.release(caller, ReleaseReason::Voluntary).unwrap();
     let w = {
-        let (gil, in_call) = (gil.clone(), in_call.clone());
+        let (gil, in_call, took_over) = (gil.clone(), in_call.clone(), took_over.clone());
         thread::spawn(move || {
             gil.acquire(waiter).unwrap();
             let during_call = in_call.load(Ordering::SeqCst);
+            took_over.store(true, Ordering::SeqCst);
             thread::sleep(Duration::from_millis(5));
             gil.release(waiter, ReleaseReason::Final).unwrap();
             during_call
         })
     };
-    thread::sleep(Duration::from_millis(100)); // the blocking call
+    // The blocking call lasts until the waiter took over, or 10 s: a fixed
+    // 100 ms was shorter than starting the waiter and the monitor thread
+    // under Wine on a busy machine, and the caller, back first, then held
+    // the lock while joining the waiter.
+    let call = Instant::now();
+    while !took_over.load(Ordering::SeqCst) && call.elapsed() < Duration::from_secs(10) {
+        thread::sleep(Duration::from_millis(1));
+    }
     in_call.store(false, Ordering::SeqCst);
+    assert!(
+        took_over.load(Ordering::SeqCst),
+        "the waiter did not take over within 10 s of the call"
+    );
     gil.acquire(caller).unwrap();
     assert!(w.join().unwrap(), "the waiter did not take over during the call");
     let c = gil.counters();

@@ -87,6 +87,11 @@ GIL_TEST_SCALE=1 timeout 1200 valgrind --quiet --fair-sched=yes --error-exitcode
     --suppressions=crates/gil-ffi/tests/c/valgrind.supp \
     "$out/test_gil_shared"
 
+step "the convoy through the C ABI (crates/gil-ffi/tests/c/convoy.c; also run on Windows by platforms.sh)"
+# shellcheck disable=SC2046
+cc "${CFLAGS[@]}" crates/gil-ffi/tests/c/convoy.c -o "$out/convoy" $(pkg-config --cflags --libs gil-static)
+timeout 300 "$out/convoy" --expect classic priority
+
 step "embedding example: build against the installed library, both ways"
 make -s -C examples clean all PKG=gil
 make -s -C examples all PKG=gil-static OUT=tiny-interp-static

@@ -4,9 +4,11 @@
 # with its own thread tests (SKIP_CPYTHON=1 skips that part), MicroPython's
 # unix port on the lock with its own test suite (SKIP_MICROPYTHON=1), OCaml
 # 5.3 on the lock with its own thread tests (SKIP_OCAML=1), Ruby 3.3 on the
-# lock with its own thread tests (SKIP_RUBY=1), a smoke run of
-# the main job (gil-bench) and the demo, clippy and rustfmt. CI runs exactly
-# this.
+# lock with its own thread tests (SKIP_RUBY=1), a smoke run of the main job
+# (gil-bench) and the demo, every other platform (macOS, the BSDs and
+# Windows: clippy per target, Windows' tests under Wine, the fallback timed
+# waits on Linux; scripts/platforms.sh, SKIP_PLATFORMS=1), clippy and
+# rustfmt. CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -77,6 +79,11 @@ cargo run --quiet --release --locked -p gil-bench --bin gil-bench -- \
     --seconds 0.2 --cpu 0,1 --policies classic,priority --trace-cpu 1 --trace-ms 50 --out "$smoke"
 python3 scripts/check-sweep.py "$smoke" classic priority
 cargo run --quiet --release --locked -p gil-bench --bin gil-demo -- --cpu 2 --seconds 0.3
+
+if [ "${SKIP_PLATFORMS:-0}" != 1 ]; then
+    step "every platform: macOS, FreeBSD, NetBSD, Windows (under Wine), the fallback timed waits"
+    bash scripts/platforms.sh
+fi
 
 step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -4,8 +4,8 @@
  *
  * With mingw-w64 for Windows (winpthreads; run under Wine by
  * scripts/platforms.sh) the tests of fork and pthread_cancel, which Windows
- * does not have, are left out; gil_reinit_after_fork must say
- * GIL_ERR_UNSUPPORTED there.
+ * does not have, and two that rely on POSIX file semantics are left out;
+ * gil_reinit_after_fork must say GIL_ERR_UNSUPPORTED there.
  *
  * GIL_TEST_SCALE (default 1) multiplies the iteration counts; valgrind runs
  * use a smaller one because it serialises threads.
@@ -1368,6 +1368,7 @@ static void test_trace_same_path_twice(void) {
     rmdir(dir);
 }
 
+#ifndef _WIN32 /* a file open elsewhere cannot be replaced on Windows */
 struct trace_stopper {
     gil_t *gil;
     gil_result_t got;
@@ -1383,7 +1384,10 @@ static void *stop_trace(void *arg) {
 
 /* One thread stops a long trace while another starts (and stops) a trace
    of the same lock on the same path: once the stop has taken the trace, a
-   start is accepted while it writes. The file is one whole trace after. */
+   start is accepted while it writes. The file is one whole trace after.
+   POSIX-only: the test reads the file (fopen) while a trace replaces it,
+   and on Windows a file another handle has open without FILE_SHARE_DELETE
+   cannot be renamed over (GIL_ERR_IO; seen under Wine). */
 static void test_trace_start_while_stop_writes(void) {
     char dir[] = "/tmp/gil-race-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -1419,6 +1423,7 @@ static void test_trace_start_while_stop_writes(void) {
     unlink(json);
     rmdir(dir);
 }
+#endif /* !_WIN32 */
 
 #ifndef _WIN32 /* pthread_cancel */
 struct cancel_tracer {
@@ -2267,7 +2272,9 @@ int main(int argc, char **argv) {
         {"ring_trace", test_ring_trace},
         {"name_by_tag", test_name_by_tag},
         {"trace_same_path_twice", test_trace_same_path_twice},
+#ifndef _WIN32
         {"trace_start_while_stop_writes", test_trace_start_while_stop_writes},
+#endif
 #ifndef _WIN32
         {"trace_with_cancel_pending", test_trace_with_cancel_pending},
 #endif

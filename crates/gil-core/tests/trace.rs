@@ -383,7 +383,11 @@ fn a_trace_started_on_a_path_being_traced_never_mixes_into_its_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// POSIX-only: on Windows two traces renamed over one name at the same
+/// moment may fail (the name is being replaced; seen under Wine as an
+/// intermittent error), which POSIX's rename never does.
 #[test]
+#[cfg(unix)]
 fn a_trace_started_while_another_is_written_to_its_path_leaves_one_whole_trace() {
     let dir = test_dir("racing-path");
     let path = dir.join("t.json");

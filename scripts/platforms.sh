@@ -38,6 +38,12 @@ prefix=$(bash scripts/wine-setup.sh | tail -n 1)
 export WINEPREFIX=$prefix WINEDEBUG=-all
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
+# One wineserver for the whole step: started per program, a server that is
+# shutting down (3 s after its last client) races the next program's
+# start-up and drops its connection ("recvmsg: Connection reset by peer").
+wineserver -k >/dev/null 2>&1 || true
+wineserver -p || die "could not start a persistent wineserver for $WINEPREFIX"
+trap 'wineserver -k >/dev/null 2>&1 || true' EXIT
 
 for t in "${targets[@]}"; do
     step "clippy -D warnings for $t"

@@ -5,7 +5,7 @@ stock Ruby against the lock's presets, side by side in one run.
     python3 ruby/bench/server.py --ruby stock=PATH \\
         --ruby 'priority=PATH RUBY_RUST_GIL=priority' [--ruby ...] \\
         [--connections 10,50] [--spinners 0,1,2] [--seconds 5] [--rounds 3] \\
-        [--json OUT.json]
+        [--no-processes] [--json OUT.json]
 
 (ruby/bench/server.sh builds both Rubies and passes these.) The server is
 ruby/bench/server.rb, run by each Ruby under test: stdlib TCPServer, one
@@ -23,6 +23,12 @@ p99.9 come from wrk (its Lua done(); wrk 4 corrects its histogram for
 coordinated omission, so these are what an open-loop client would see).
 "spinner laps/s" is the spinning threads' work over the window: what the
 background work keeps.
+
+"processes", in each cell with spinners (--no-processes leaves it out):
+the first Ruby's server with no spinning thread, while as many processes
+of that Ruby spin beside it (ruby/bench/echo.rb spin). They take the CPUs
+as the spinning threads do but share no lock: what the server loses there
+is the machine's, the limit for this machine.
 
 Rounds: in each cell (connections x spinners) every Ruby runs once per
 round, in an order rotated each round, so that each comparison is made
@@ -133,7 +139,21 @@ def loadavg():
         return float(f.read().split()[0])
 
 
-def one_run(ruby, conns, spinners, seconds, wrk_path):
+def one_run(ruby, conns, spinners, seconds, wrk_path, as_processes=False):
+    """One run; as_processes: the spinners as separate processes of ruby
+    (the server then has none)."""
+    procs = [subprocess.Popen([ruby.path, os.path.join(HERE, "echo.rb"), "spin"], env=ruby.env)
+             for _ in range(spinners if as_processes else 0)]
+    try:
+        return _one_run(ruby, conns, 0 if as_processes else spinners, seconds, wrk_path,
+                        "processes" if as_processes else ruby.name, spinners)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def _one_run(ruby, conns, spinners, seconds, wrk_path, name, cell_spinners):
     server = Server(ruby, spinners)
     flag = tempfile.mktemp(prefix="rubyserver-go-")
     lua = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
@@ -141,7 +161,7 @@ def one_run(ruby, conns, spinners, seconds, wrk_path):
     lua.close()
     wrk = None
     try:
-        rec = {"ruby": ruby.name, "connections": conns, "spinners": spinners, "load": loadavg()}
+        rec = {"ruby": name, "connections": conns, "spinners": cell_spinners, "load": loadavg()}
         time.sleep(0.2)  # the spinners going
         start = server.snap()
         cmd = [wrk_path, "-t1", f"-c{conns}", f"-d{seconds + ACCEPT_LIMIT_S + 30}s",
@@ -196,6 +216,10 @@ def fmt_ms(us):
     return f"{ms:.2f}" if ms < 10 else f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}"
 
 
+def fmt_ratio(x):
+    return f"{x:.0f}x" if x >= 10 else f"{x:.2f}x" if x >= 0.1 else f"{x:.3f}x"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -205,6 +229,7 @@ def main():
     ap.add_argument("--spinners", default="0,1,2")
     ap.add_argument("--seconds", type=int, default=5, help="load per run (default 5)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-processes", action="store_true", help="leave out the processes control")
     ap.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
     ap.add_argument("--json", help="write every run's figures here")
     a = ap.parse_args()
@@ -219,11 +244,16 @@ def main():
     runs = []
     for c in conns:
         for s in spins:
+            # (ruby, spinners as processes)
+            variants = [(ruby, False) for ruby in rubies]
+            if s and not a.no_processes:
+                variants.append((rubies[0], True))
             for r in range(a.rounds):
-                k = r % len(rubies)
-                for ruby in rubies[k:] + rubies[:k]:
-                    print(f"c={c} spinners={s} round {r + 1}/{a.rounds}: {ruby.name}", file=sys.stderr, flush=True)
-                    runs.append(one_run(ruby, c, s, a.seconds, a.wrk))
+                k = r % len(variants)
+                for ruby, as_procs in variants[k:] + variants[:k]:
+                    name = "processes" if as_procs else ruby.name
+                    print(f"c={c} spinners={s} round {r + 1}/{a.rounds}: {name}", file=sys.stderr, flush=True)
+                    runs.append(one_run(ruby, c, s, a.seconds, a.wrk, as_procs))
     t1 = time.time()
     if a.json:
         import json
@@ -242,17 +272,18 @@ def main():
     print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for c in conns:
         for s in spins:
-            cell = {ruby.name: [r for r in runs if r["ruby"] == ruby.name and r["connections"] == c
-                                and r["spinners"] == s] for ruby in rubies}
-            base = cell[rubies[0].name]
-            for ruby in rubies:
-                rs = cell[ruby.name]
-                row = [str(c), str(s), ruby.name]
+            names = [ruby.name for ruby in rubies] + (["processes"] if s and not a.no_processes else [])
+            cell = {n: [r for r in runs if r["ruby"] == n and r["connections"] == c and r["spinners"] == s]
+                    for n in names}
+            base = cell[names[0]]
+            for n in names:
+                rs = cell[n]
+                row = [str(c), str(s), n]
                 for key, f in (("rps", lambda v: f"{v:.0f}"), ("p50", fmt_ms), ("p99", fmt_ms), ("p999", fmt_ms)):
                     v = med([r[key] for r in rs])
                     b = med([r[key] for r in base])
-                    row.append(f(v) if ruby is rubies[0] else f"{f(v)} ({v / b:.2g}x)" if b else f(v))
-                row.append(f"{med([r['spin'] for r in rs]) / 1e3:.0f}k" if s else "-")
+                    row.append(f(v) if n == names[0] or not b else f"{f(v)} ({fmt_ratio(v / b)})")
+                row.append(f"{med([r['spin'] for r in rs]) / 1e3:.0f}k" if s and n != "processes" else "-")
                 row.append(f"{med([r['accept_s'] for r in rs]):.2f}")
                 print("| " + " | ".join(row) + " |")
     print(f"\n{len(runs)} runs, {sum(int(r['requests']) for r in runs)} requests; "

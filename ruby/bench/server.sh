@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # A thread-per-connection Ruby server (ruby/bench/server.rb) beside 0-2
 # CPU-bound Ruby threads, loaded by wrk: stock Ruby 3.3, the lock's default
-# (RUBY_RUST_GIL unset: priority) and classic, side by side in one run.
+# (RUBY_RUST_GIL unset: priority) and classic, side by side in one run, with
+# the processes control (stock beside the same spinning work as processes).
 # Prints a Markdown table (requests/s, p50/p99/p99.9, each as a ratio to
 # stock too) on stdout.
 #
 #   ruby/bench/server.sh [--policies "classic ..."] [server.py options:
 #                        --connections 10,50 --spinners 0,1,2 --seconds 5
-#                        --rounds 3 --json OUT.json]
+#                        --rounds 3 --no-processes --json OUT.json]
 #
 # --policies: the RUBY_RUST_GIL values run beside stock and the default
 # (default: "classic"). Builds both Rubies first (ruby/build.sh --stock:
 # about 20 minutes the first time, cached after) and installs wrk with
-# apt-get if it is missing. With the defaults (2 x 3 cells, 3 Rubies, 3
-# rounds of 5 s) it takes about 8 minutes.
+# apt-get if it is missing. With the defaults (2 x 3 cells, 3 Rubies and
+# the processes control, 3
+# rounds of 5 s) it takes about 9 minutes.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 policies="classic"

@@ -14,8 +14,7 @@
 # (default: "classic"). Builds both Rubies first (ruby/build.sh --stock:
 # about 20 minutes the first time, cached after) and installs wrk with
 # apt-get if it is missing. With the defaults (2 x 3 cells, 3 Rubies and
-# the processes control, 3
-# rounds of 5 s) it takes about 9 minutes.
+# the processes control, 3 rounds of 5 s) it takes about 9 minutes.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 policies="classic"
@@ -24,7 +23,7 @@ if [ "${1:-}" = --policies ]; then
     policies=$2
     shift 2
 fi
-case "${1:-}" in -h|--help) sed -n '2,16p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,17p' "$0"; exit 0 ;; esac
 
 if ! command -v wrk >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

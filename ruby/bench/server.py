@@ -86,14 +86,14 @@ end
 
 
 class Ruby:
-    """One --ruby NAME=PATH [ENV=VALUE ...]."""
+    """One --ruby NAME=PATH [ENV=VALUE ...] (NAME may hold '=', PATH not)."""
 
     def __init__(self, spec):
-        name, eq, rest = spec.partition("=")
-        words = shlex.split(rest)
-        if not eq or not name or not words:
+        words = shlex.split(spec)
+        name, eq, path = words[0].rpartition("=") if words else ("", "", "")
+        if not eq or not name or not path:
             raise argparse.ArgumentTypeError(f"--ruby wants NAME=PATH [ENV=VALUE ...], got {spec!r}")
-        self.name, self.path = name, words[0]
+        self.name, self.path = name, path
         if not os.access(self.path, os.X_OK):
             raise argparse.ArgumentTypeError(f"--ruby {spec!r}: {self.path} is not an executable")
         self.env = dict(os.environ)

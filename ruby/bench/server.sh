@@ -14,7 +14,7 @@
 # (default: "classic"). Builds both Rubies first (ruby/build.sh --stock:
 # about 20 minutes the first time, cached after) and installs wrk with
 # apt-get if it is missing. With the defaults (2 x 3 cells, 3 Rubies and
-# the processes control, 3 rounds of 5 s) it takes about 9 minutes.
+# the processes control, 3 rounds of 5 s) it takes about 8 minutes.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 policies="classic"

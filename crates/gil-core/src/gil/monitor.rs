@@ -227,19 +227,9 @@ impl Gil {
         let sn = self.inner.hot.switch_number.load(Relaxed);
         match room.monitor.watch {
             Some((w, since)) if w == sn => {
-                // A holder in its slice (timed from when it took the lock)
-                // is asked once the slice is over.
-                let hold = if self.holder_class().1 {
-                    policy::slice(interval)
-                } else {
-                    interval
-                };
+                let hold = policy::runs_for(interval, self.holder_class().1);
                 if room.clock.passed(since, hold) {
-                    if new_episode && !room.monitor.deferred {
-                        // The holder is in a call this look saw first: it
-                        // may be long (a late look), and then the next look,
-                        // within the threshold, takes it over instead. If it
-                        // is short, that look asks.
+                    if policy::defers_request(new_episode, room.monitor.deferred) {
                         room.monitor.deferred = true;
                     } else {
                         ask = true;

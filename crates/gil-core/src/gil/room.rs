@@ -7,7 +7,6 @@
 //! decided in [`crate::policy`]; this file only carries it out.
 
 use std::any::Any;
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
@@ -22,21 +21,6 @@ use crate::policy::{self, Asked, Candidate, Census, Turn};
 use crate::reason::ReleaseReason;
 use crate::sync::{spin_while, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
 use crate::{Policy, Token};
-
-/// How long a CPU-class waiter spinning for an I/O-class holder leaves the
-/// lock free before taking it (within the spin limit): longer than the
-/// calls that return at once (a 100-byte send or a poll that finds data
-/// ready takes a few microseconds in Python), so that the I/O thread takes
-/// it straight back instead of asking for it back (`docs/policies.md`,
-/// "The spin's grace", has the measurements).
-pub(super) const SPIN_GRACE: Duration = Duration::from_micros(20);
-
-/// How long an I/O-class thread back from a quick call may hold the lock
-/// while a CPU-class waiter keeps watching (`Gil::spin_while_io_holds`):
-/// a longer hold is the thread's own work between calls (Python code),
-/// not a step from one call to the next (`docs/policies.md`, "The watch
-/// over quick calls", has the measurements).
-pub(super) const WATCH_HOLD: Duration = Duration::from_micros(10);
 
 /// The waiting room's bookkeeping, only touched under `Slow::mutex`.
 #[derive(Default)]
@@ -469,31 +453,14 @@ impl Gil {
         (slow.mutex.lock_spinning(limit), true)
     }
 
-    /// With a spin limit, priority policy: CPU-class waiter `w`, while an
-    /// I/O-class thread holds the lock or was the last to hold it (state
-    /// `s`, switch number `sn`), watches the lock word, without the mutex,
-    /// before it takes the lock or sleeps. The I/O thread took the lock
-    /// from the CPU class and lets go around its next call, within
-    /// microseconds: once the lock has stayed free for [`SPIN_GRACE`] (the
-    /// call did not return at once), the waiter takes it back without a
-    /// sleep and a wake-up, and that release wakes nobody (the I/O thread
-    /// makes no system call for it). A free lock always gets its whole
-    /// grace: taken sooner, the take would land in a call that returns at
-    /// once, and the I/O thread would preempt the waiter right after.
-    ///
-    /// The waiter keeps watching while the I/O thread goes in and out of
-    /// quick calls, rather than sleep and be woken by one of its releases
-    /// (and take the lock in the middle of a quick call): once the thread
-    /// is back from a call, each hold of up to [`WATCH_HOLD`] renews the
-    /// watch, for at most twice the spin limit in all. A longer hold is
-    /// the thread's own work, and the waiter sleeps: watching there would
-    /// gain nothing and would keep its CPU in the process's address space,
-    /// where each `munmap` of the holder interrupts it to flush its TLB
-    /// (an asyncio server unmaps a receive buffer per read). Once per
-    /// holder (`spun_on` keeps its switch number), one waiter at a time.
-    /// A waiter alone in the room watches with `WAITERS` cleared, so that
-    /// the I/O thread's calls meanwhile cost what they cost with nobody
-    /// waiting (the module docs of `word.rs`).
+    /// With a spin limit: waiter `w`, while an I/O-class thread holds the
+    /// lock or was the last to hold it (state `s`, switch number `sn`),
+    /// watches the lock word, without the mutex, before it takes the lock
+    /// or sleeps, if [`policy::watches`] says so; [`policy::Watch`] says
+    /// for how long. Once per holder (`spun_on` keeps its switch number),
+    /// one waiter at a time. A waiter alone in the room watches with
+    /// `WAITERS` cleared, so that the I/O thread's calls meanwhile cost what
+    /// they cost with nobody waiting (the module docs of `word.rs`).
     /// The guard back, and whether it spun.
     pub(super) fn spin_while_io_holds<'s>(
         &self,
@@ -506,13 +473,14 @@ impl Gil {
         let Some(limit) = self.spin_limit() else {
             return (room, false);
         };
-        if w.class != ThreadClass::Cpu
-            || w.starving
-            || s & SYSCALL != 0
-            || self.holder_class().0 != ThreadClass::Io
-            || *spun_on == Some(sn)
-            || self.inner.cpu_spinner.swap(true, Relaxed)
-        {
+        let watches = policy::watches(
+            w.class,
+            w.starving,
+            self.holder_class().0,
+            s & SYSCALL != 0,
+            *spun_on == Some(sn),
+        );
+        if !watches || self.inner.cpu_spinner.swap(true, Relaxed) {
             return (room, false);
         }
         *spun_on = Some(sn);
@@ -528,44 +496,11 @@ impl Gil {
             hot.word.clear_waiters();
         }
         drop(room);
-        // The I/O thread lets go around a call. Most of its calls return at
-        // once (a send, a poll that finds its data ready) and it takes the
-        // lock straight back: only a lock that stays free for `SPIN_GRACE`
-        // is taken, or every such call would be a hand-off and a drop
-        // request back.
-        let free_since = Cell::new(None::<Instant>);
-        // When the I/O thread was last seen taking the lock, and how long
-        // it may hold it with the waiter watching: the limit, then, once it
-        // is back from a call, `WATCH_HOLD`.
-        let taken_at = Cell::new(Instant::now());
-        let hold = Cell::new(limit);
-        // The I/O thread's takes so far: a hold between two calls can be
-        // shorter than the time from one look to the next, and a lock seen
-        // free at both looks may have been taken back in between.
-        let takes = Cell::new(hot.acquisitions.load(Relaxed));
-        spin_while(2 * limit + SPIN_GRACE, || {
-            if hot.switch_number.load(Relaxed) != sn {
-                return false;
-            }
-            let seen = hot.acquisitions.load(Relaxed);
-            let locked = self.word_locked();
-            // A take counted, or seen as the word locked again (the count
-            // is bumped just after the word is taken).
-            if seen != takes.replace(seen) || (locked && free_since.get().is_some()) {
-                // Back from a call: a free lock's grace starts again.
-                free_since.set(None);
-                taken_at.set(Instant::now());
-                hold.set(limit.min(WATCH_HOLD));
-            }
-            if locked {
-                return taken_at.get().elapsed() < hold.get();
-            }
-            let since = free_since.get().unwrap_or_else(|| {
-                let now = Instant::now();
-                free_since.set(Some(now));
-                now
-            });
-            since.elapsed() < SPIN_GRACE
+        let mut watch = policy::Watch::new(limit, Instant::now(), hot.acquisitions.load(Relaxed));
+        spin_while(policy::Watch::length(limit), || {
+            let switched = hot.switch_number.load(Relaxed) != sn;
+            let takes = hot.acquisitions.load(Relaxed);
+            watch.look(Instant::now(), switched, takes, self.word_locked())
         });
         let room = slow.mutex.lock_spinning(limit);
         if stepped_out {
@@ -694,12 +629,7 @@ impl Gil {
         }
         self.inner.hot.word.unlock();
         room.wake_next(self.inner.policy);
-        let must_wait = match reason {
-            ReleaseReason::Final => false,
-            ReleaseReason::Forced => true,
-            ReleaseReason::Voluntary => requested,
-        };
-        if !must_wait || room.census.waiters() == 0 {
+        if !policy::waits_for_switch(reason, requested) || room.census.waiters() == 0 {
             return;
         }
         // Forced switching: don't return (and maybe win the lock straight

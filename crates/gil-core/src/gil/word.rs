@@ -284,19 +284,12 @@ impl Hot {
 }
 
 impl Gil {
-    /// `acquire`'s uncontended paths, except for a CPU-class thread under
-    /// the priority policy with a spin limit: it always goes through the
-    /// waiting room, which leaves a lock an I/O-class thread let go of free
-    /// for `SPIN_GRACE` first (`Gil::grace_before_take`). Taken here, the
-    /// lock would go to it whenever it came back during one of the I/O
-    /// thread's short calls (a send, a read of data already there), and
-    /// the I/O thread would preempt it right after: two hand-offs per call.
-    /// (Where spinning cannot help now, the room gives no grace, and the
-    /// detour costs such a thread only the room's mutex.)
+    /// `acquire`'s uncontended paths, except for a thread of the class that
+    /// always goes through the waiting room ([`crate::policy::room_only`]).
     #[inline]
     pub(super) fn try_fast_unless_cpu(&self, token: Token) -> bool {
         let class = self.class_of(token);
-        if self.inner.cpu_through_room && class == ThreadClass::Cpu {
+        if self.inner.room_only == Some(class) {
             return false;
         }
         self.try_fast(token, class)

@@ -107,7 +107,7 @@ impl Clock {
 
 /// A spin is one look: loom explores the interleavings a longer one would
 /// allow.
-pub(crate) fn spin_while(_limit: Duration, busy: impl Fn() -> bool) {
+pub(crate) fn spin_while(_limit: Duration, mut busy: impl FnMut() -> bool) {
     let _ = busy();
     yield_now();
 }

@@ -40,7 +40,7 @@ impl Clock {
 }
 
 /// Spins, without blocking, while `busy()` holds and `limit` has not passed.
-pub(crate) fn spin_while(limit: Duration, busy: impl Fn() -> bool) {
+pub(crate) fn spin_while(limit: Duration, mut busy: impl FnMut() -> bool) {
     let start = Instant::now();
     while busy() && start.elapsed() < limit {
         for _ in 0..32 {

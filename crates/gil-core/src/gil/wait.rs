@@ -76,6 +76,11 @@ impl Gil {
         let mut spun = false;
         loop {
             let s = hot.word.load(Relaxed);
+            if s & SYSCALL != 0 && self.reclaim(token).is_some() {
+                // Our own system call (the fast path lost a race with a
+                // waiter's arrival): just take it back.
+                break;
+            }
             let may_take = self.may_take_queued(&mut room, w);
             if may_take {
                 let watched;
@@ -99,11 +104,6 @@ impl Gil {
             // wakes them.
             let timed = should_abort.is_some() || room.keeps_time(policy, w);
             let timed_out = if s & SYSCALL != 0 {
-                if self.reclaim(token).is_some() {
-                    // Our own system call (the fast path lost a race with a
-                    // waiter's arrival): just take it back.
-                    break;
-                }
                 // The holder is in a system call: take it over once the call
                 // has lasted the threshold.
                 let threshold = self.inner.lazy_release.unwrap_or_default();

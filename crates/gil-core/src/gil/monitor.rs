@@ -119,13 +119,9 @@ impl Gil {
                 break; // our own system call: just take it back
             }
             let may_take = self.may_take_queued(&mut room, w);
-            if may_take {
-                let watched;
-                (room, watched) = self.grace_before_take(slow, room, w, s, &mut spun_on);
-                if watched {
-                    spun = true;
-                    continue;
-                }
+            if may_take && self.grace_before_take(&mut room, w, s, &mut spun_on) {
+                spun = true;
+                continue;
             }
             if may_take && self.try_lock_word() {
                 if spun {
@@ -142,14 +138,12 @@ impl Gil {
                 && preempted != Some(sn)
             {
                 preempted = Some(sn);
-                let asked_and_spun;
-                (room, asked_and_spun) = self.ask_at_once(slow, room, w, true);
-                if asked_and_spun {
+                if self.ask_at_once(slow, &mut room, w, true) {
                     continue;
                 }
             }
             if s & LOCKED != 0 {
-                (room, spun) = self.spin_while_io_holds(slow, room, w, (s, sn), &mut spun_on);
+                spun = self.spin_while_io_holds(&mut room, w, (s, sn), &mut spun_on);
                 if spun {
                     continue;
                 }

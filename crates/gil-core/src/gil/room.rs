@@ -422,35 +422,30 @@ impl Gil {
 
     /// Asks the holder to drop at once for waiter `w` (a preemption,
     /// counted as one if `preemption`), then spins for the release if
-    /// configured: the guard back, and whether it spun.
-    pub(super) fn ask_at_once<'s>(
+    /// configured: whether it spun.
+    pub(super) fn ask_at_once(
         &self,
-        slow: &'s Slow,
-        mut room: MutexGuard<'s, WaitRoom>,
+        slow: &Slow,
+        room: &mut MutexGuard<'_, WaitRoom>,
         w: &Waiter,
         preemption: bool,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
+    ) -> bool {
         if preemption {
             bump(&self.inner.preemptions, 1);
         }
-        self.request_drop_for(slow, &mut room, w);
-        self.spin_for_release(slow, room)
+        self.request_drop_for(slow, room, w);
+        self.spin_for_release(room)
     }
 
     /// After a drop request, with a spin limit: watches the lock word,
     /// without the mutex, for the holder to let go before sleeping (see
-    /// `GilConfig::spin_us`). The guard back, and whether it spun.
-    pub(super) fn spin_for_release<'s>(
-        &self,
-        slow: &'s Slow,
-        room: MutexGuard<'s, WaitRoom>,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
+    /// `GilConfig::spin_us`). Whether it spun.
+    pub(super) fn spin_for_release(&self, room: &mut MutexGuard<'_, WaitRoom>) -> bool {
         let Some(limit) = self.spin_limit() else {
-            return (room, false);
+            return false;
         };
-        drop(room);
-        spin_while(limit, || self.word_locked());
-        (slow.mutex.lock_spinning(limit), true)
+        MutexGuard::unlocked_spinning(room, limit, || spin_while(limit, || self.word_locked()));
+        true
     }
 
     /// With a spin limit: waiter `w`, while an I/O-class thread holds the
@@ -461,17 +456,16 @@ impl Gil {
     /// one waiter at a time. A waiter alone in the room watches with
     /// `WAITERS` cleared, so that the I/O thread's calls meanwhile cost what
     /// they cost with nobody waiting (the module docs of `word.rs`).
-    /// The guard back, and whether it spun.
-    pub(super) fn spin_while_io_holds<'s>(
+    /// Whether it watched.
+    pub(super) fn spin_while_io_holds(
         &self,
-        slow: &'s Slow,
-        room: MutexGuard<'s, WaitRoom>,
+        room: &mut MutexGuard<'_, WaitRoom>,
         w: &Waiter,
         (s, sn): (u64, u64),
         spun_on: &mut Option<u64>,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
+    ) -> bool {
         let Some(limit) = self.spin_limit() else {
-            return (room, false);
+            return false;
         };
         let watches = policy::watches(
             w.class,
@@ -481,7 +475,7 @@ impl Gil {
             *spun_on == Some(sn),
         );
         if !watches || self.inner.cpu_spinner.swap(true, Relaxed) {
-            return (room, false);
+            return false;
         }
         *spun_on = Some(sn);
         let hot = &*self.inner.hot;
@@ -495,39 +489,38 @@ impl Gil {
         if stepped_out {
             hot.word.clear_waiters();
         }
-        drop(room);
-        let mut watch = policy::Watch::new(limit, Instant::now(), hot.acquisitions.load(Relaxed));
-        spin_while(policy::Watch::length(limit), || {
-            let switched = hot.switch_number.load(Relaxed) != sn;
-            let takes = hot.acquisitions.load(Relaxed);
-            watch.look(Instant::now(), switched, takes, self.word_locked())
+        MutexGuard::unlocked_spinning(room, limit, || {
+            let mut watch = policy::Watch::new(limit, Instant::now(), hot.acquisitions.load(Relaxed));
+            spin_while(policy::Watch::length(limit), || {
+                let switched = hot.switch_number.load(Relaxed) != sn;
+                let takes = hot.acquisitions.load(Relaxed);
+                watch.look(Instant::now(), switched, takes, self.word_locked())
+            });
         });
-        let room = slow.mutex.lock_spinning(limit);
         if stepped_out {
             hot.word.set_waiters();
         }
         // After `WAITERS` is back: `is_idle` sees one or the other.
         self.inner.cpu_spinner.store(false, Relaxed);
-        (room, true)
+        true
     }
 
     /// At the top of a wait loop, `w` allowed to take the lock: if it is
     /// free (state `s`), a CPU-class waiter first leaves an I/O-class last
-    /// holder its grace ([`Gil::spin_while_io_holds`]). The guard back,
-    /// and whether it watched (then the loop looks again).
-    pub(super) fn grace_before_take<'s>(
+    /// holder its grace ([`Gil::spin_while_io_holds`]). Whether it watched
+    /// (then the loop looks again).
+    pub(super) fn grace_before_take(
         &self,
-        slow: &'s Slow,
-        room: MutexGuard<'s, WaitRoom>,
+        room: &mut MutexGuard<'_, WaitRoom>,
         w: &Waiter,
         s: u64,
         spun_on: &mut Option<u64>,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
+    ) -> bool {
         if s & LOCKED != 0 {
-            return (room, false);
+            return false;
         }
         let sn = self.inner.hot.switch_number.load(Relaxed);
-        self.spin_while_io_holds(slow, room, w, (s, sn), spun_on)
+        self.spin_while_io_holds(room, w, (s, sn), spun_on)
     }
 
     /// Counts a take by a waiter that spun for an I/O-class holder just
@@ -638,9 +631,9 @@ impl Gil {
         // and takes the lock within microseconds.
         room.switch_waiters += 1;
         if let Some(limit) = self.spin_limit() {
-            drop(room);
-            spin_while(limit, || self.inner.hot.last_holder.load(Relaxed) == token.get());
-            room = slow.mutex.lock_spinning(limit);
+            MutexGuard::unlocked_spinning(&mut room, limit, || {
+                spin_while(limit, || self.inner.hot.last_holder.load(Relaxed) == token.get())
+            });
         }
         while self.inner.hot.last_holder.load(Relaxed) == token.get() && room.census.waiters() > 0 {
             slow.switch_cond.wait(&mut room);

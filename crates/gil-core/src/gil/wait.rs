@@ -82,13 +82,9 @@ impl Gil {
                 break;
             }
             let may_take = self.may_take_queued(&mut room, w);
-            if may_take {
-                let watched;
-                (room, watched) = self.grace_before_take(slow, room, w, s, &mut spun_on);
-                if watched {
-                    spun = true;
-                    continue;
-                }
+            if may_take && self.grace_before_take(&mut room, w, s, &mut spun_on) {
+                spun = true;
+                continue;
             }
             if may_take && self.try_lock_word() {
                 if spun {
@@ -139,13 +135,11 @@ impl Gil {
                     preempted = Some(sn);
                     // A starving waiter asks for itself, not to preempt.
                     room.asked.starving |= w.starving;
-                    let asked_and_spun;
-                    (room, asked_and_spun) = self.ask_at_once(slow, room, w, !w.starving);
-                    if asked_and_spun {
+                    if self.ask_at_once(slow, &mut room, w, !w.starving) {
                         continue;
                     }
                 }
-                (room, spun) = self.spin_while_io_holds(slow, room, w, (s, sn), &mut spun_on);
+                spun = self.spin_while_io_holds(&mut room, w, (s, sn), &mut spun_on);
                 if spun {
                     continue;
                 }
@@ -216,7 +210,7 @@ impl Gil {
                     // microsecond.
                     waiting_on = holder_running.map(|sn| (sn, room.clock.now()));
                 }
-                (room, _) = self.spin_for_release(slow, room);
+                self.spin_for_release(&mut room);
             }
         }
         (room, true)

@@ -62,7 +62,7 @@ impl<T> Mutex<T> {
 
     /// Locks, but while another thread holds the mutex tries again for up
     /// to `limit` before sleeping (see `pthread::Mutex::lock_spinning`).
-    pub(crate) fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
+    fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
         let start = Instant::now();
         loop {
             // SAFETY: as in `lock`; a failed try leaves the lock as it was.
@@ -83,6 +83,27 @@ impl<T> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
         // SAFETY: the guard exists, so this thread holds the lock.
         unsafe { ReleaseSRWLockExclusive(self.mutex.raw.get()) };
+    }
+}
+
+impl<T> MutexGuard<'_, T> {
+    /// Runs `f` with the mutex unlocked, then locks it again as
+    /// `Mutex::lock_spinning` does with `limit`, also if `f` unwinds (see
+    /// `pthread::MutexGuard::unlocked_spinning`).
+    pub(crate) fn unlocked_spinning<R>(guard: &mut Self, limit: Duration, f: impl FnOnce() -> R) -> R {
+        /// Locks the mutex again when dropped; `guard` stands for that lock.
+        struct Relock<'a, T>(&'a Mutex<T>, Duration);
+        impl<T> Drop for Relock<'_, T> {
+            fn drop(&mut self) {
+                std::mem::forget(self.0.lock_spinning(self.1));
+            }
+        }
+        // A second guard for the lock `guard` holds, dropped: unlocks.
+        drop(MutexGuard { mutex: guard.mutex });
+        let relock = Relock(guard.mutex, limit);
+        let out = f();
+        drop(relock);
+        out
     }
 }
 

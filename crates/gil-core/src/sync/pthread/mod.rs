@@ -84,7 +84,7 @@ impl<T> Mutex<T> {
     /// hand-off, whose counterpart holds the mutex for microseconds of
     /// bookkeeping. Sleeping on the mutex there would cost the wake-up the
     /// spin was meant to save.
-    pub(crate) fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
+    fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
         let start = Instant::now();
         loop {
             // SAFETY: as in `lock`; a failed try leaves the mutex as it was.
@@ -116,6 +116,29 @@ impl<T> Drop for MutexGuard<'_, T> {
         // SAFETY: the guard exists, so this thread holds the mutex.
         let r = unsafe { libc::pthread_mutex_unlock(self.mutex.raw.get()) };
         debug_assert_eq!(r, 0, "pthread_mutex_unlock failed");
+    }
+}
+
+impl<T> MutexGuard<'_, T> {
+    /// Runs `f` with the mutex unlocked, then locks it again as
+    /// `Mutex::lock_spinning` does with `limit`, also if `f` unwinds: for a
+    /// thread that watches for a hand-off without the mutex (parking_lot's
+    /// `MutexGuard::unlocked`). `guard` is lent out meanwhile, so nothing
+    /// can reach the value through it while the mutex is not held.
+    pub(crate) fn unlocked_spinning<R>(guard: &mut Self, limit: Duration, f: impl FnOnce() -> R) -> R {
+        /// Locks the mutex again when dropped; `guard` stands for that lock.
+        struct Relock<'a, T>(&'a Mutex<T>, Duration);
+        impl<T> Drop for Relock<'_, T> {
+            fn drop(&mut self) {
+                std::mem::forget(self.0.lock_spinning(self.1));
+            }
+        }
+        // A second guard for the lock `guard` holds, dropped: unlocks.
+        drop(MutexGuard { mutex: guard.mutex });
+        let relock = Relock(guard.mutex, limit);
+        let out = f();
+        drop(relock);
+        out
     }
 }
 

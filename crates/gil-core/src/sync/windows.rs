@@ -14,7 +14,7 @@ pub(crate) use super::time::{spin_while, Clock, Stamp};
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
 pub(crate) use std::thread_local;
 
-use super::time::wait_until;
+use super::time::{unlocked, wait_until};
 use super::Clocked;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
@@ -91,19 +91,14 @@ impl<T> MutexGuard<'_, T> {
     /// `Mutex::lock_spinning` does with `limit`, also if `f` unwinds (see
     /// `pthread::MutexGuard::unlocked_spinning`).
     pub(crate) fn unlocked_spinning<R>(guard: &mut Self, limit: Duration, f: impl FnOnce() -> R) -> R {
-        /// Locks the mutex again when dropped; `guard` stands for that lock.
-        struct Relock<'a, T>(&'a Mutex<T>, Duration);
-        impl<T> Drop for Relock<'_, T> {
-            fn drop(&mut self) {
-                std::mem::forget(self.0.lock_spinning(self.1));
-            }
-        }
-        // A second guard for the lock `guard` holds, dropped: unlocks.
-        drop(MutexGuard { mutex: guard.mutex });
-        let relock = Relock(guard.mutex, limit);
-        let out = f();
-        drop(relock);
-        out
+        let mutex = guard.mutex;
+        // A second guard for the lock `guard` holds, dropped, unlocks; a
+        // new lock's guard, forgotten, leaves `guard` standing for it.
+        unlocked(
+            || drop(MutexGuard { mutex }),
+            || std::mem::forget(mutex.lock_spinning(limit)),
+            f,
+        )
     }
 }
 

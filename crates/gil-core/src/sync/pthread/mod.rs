@@ -27,7 +27,7 @@ pub(crate) use std::thread_local;
 
 pub(crate) use super::time::{spin_while, Clock, Stamp};
 
-use super::time::wait_until;
+use super::time::{unlocked, wait_until};
 use super::Clocked;
 use crate::cancel::NoCancel;
 use std::cell::UnsafeCell;
@@ -126,19 +126,14 @@ impl<T> MutexGuard<'_, T> {
     /// `MutexGuard::unlocked`). `guard` is lent out meanwhile, so nothing
     /// can reach the value through it while the mutex is not held.
     pub(crate) fn unlocked_spinning<R>(guard: &mut Self, limit: Duration, f: impl FnOnce() -> R) -> R {
-        /// Locks the mutex again when dropped; `guard` stands for that lock.
-        struct Relock<'a, T>(&'a Mutex<T>, Duration);
-        impl<T> Drop for Relock<'_, T> {
-            fn drop(&mut self) {
-                std::mem::forget(self.0.lock_spinning(self.1));
-            }
-        }
-        // A second guard for the lock `guard` holds, dropped: unlocks.
-        drop(MutexGuard { mutex: guard.mutex });
-        let relock = Relock(guard.mutex, limit);
-        let out = f();
-        drop(relock);
-        out
+        let mutex = guard.mutex;
+        // A second guard for the lock `guard` holds, dropped, unlocks; a
+        // new lock's guard, forgotten, leaves `guard` standing for it.
+        unlocked(
+            || drop(MutexGuard { mutex }),
+            || std::mem::forget(mutex.lock_spinning(limit)),
+            f,
+        )
     }
 }
 

@@ -21,10 +21,9 @@ use crate::{Policy, ReleaseReason};
 
 /// After this many switch intervals without a turn for the CPU class, the
 /// CPU-class waiter that has waited longest under [`Policy::Priority`] is
-/// served before I/O-class ones (20 ms by default): the starvation bound
-/// ([`starvation_bound`]). With a slice of a fifth of an interval
-/// ([`slice`]) the CPU class keeps about 5 % of a lock that I/O-class
-/// threads keep busy (`docs/servers.md`).
+/// served before I/O-class ones (20 ms by default): the starvation bound.
+/// With a slice of a fifth of an interval the CPU class keeps about 5 % of
+/// a lock that I/O-class threads keep busy (`docs/servers.md`).
 pub const STARVATION_INTERVALS: u64 = 4;
 
 /// How long a CPU-class waiter watching an I/O-class holder ([`watches`])

@@ -105,10 +105,10 @@
 //! | `gil->mutex`, `gil->cond`                       | the waiting room (`gil/room.rs`): its mutex and the waiters' condition variables (one per class; with the monitor, one per queued waiter) |
 //! | `_PY_GIL_DROP_REQUEST_BIT` in the holder's eval breaker | [`Gil::drop_requested`] and the [`DropRequestCallback`]      |
 //! | `FORCE_SWITCHING`: `switch_cond`, `switch_mutex` | a second condition variable on the same mutex; the forced releaser waits while it is still `last_holder` (`gil/room.rs`, `release_slow`) |
-//! | `take_gil()`                                    | [`Gil::acquire`] (and [`Gil::acquire_or_abort`] for threads that must exit): the uncontended path in `gil/word.rs`, the timed waiting loop in `gil/wait.rs` (`gil/monitor.rs` with the monitor) |
+//! | `take_gil()`                                    | [`Gil::acquire`] (and [`Gil::acquire_or_abort`] for threads that must exit): the uncontended path in `gil/word.rs`, the waiting loop in `gil/wait.rs`, timed by each waiter or by the monitor (`gil/monitor.rs`) |
 //! | `drop_gil(…, final_release)`                    | [`Gil::release`] with a [`ReleaseReason`] (`gil/mod.rs`; with waiters `gil/room.rs`; lazily `gil/lazy.rs`) |
 //! | `recreate_gil()` after fork                     | [`Gil::reinit_after_fork`] (`gil/fork.rs`)                           |
-//! | (the 2010 priority and monitor proposals)       | the rules in `policy.rs`, used by both waiting loops                 |
+//! | (the 2010 priority and monitor proposals)       | the rules in `policy.rs`, used by the waiting loop whoever times it  |
 //!
 //! Differences, all deliberate: acquire and release are a single CAS each
 //! when nobody waits (CPython always takes the mutex); misuse returns a

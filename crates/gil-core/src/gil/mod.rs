@@ -8,8 +8,8 @@
 //! | `mod.rs`       | [`Gil`]: the public calls, configuration, queries, counters             |
 //! | `word.rs`      | the lock word (`Word`: every change to it, each ordering argued once), its state table, and the uncontended paths |
 //! | `room.rs`      | the waiting room (the monitor's share too): join / leave, wake-ups, drop requests, forced switching |
-//! | `wait.rs`      | waiting without the monitor: each waiter keeps its own time            |
-//! | `monitor.rs`   | waiting with the monitor: a queue, and what a look at a lock does      |
+//! | `wait.rs`      | waiting: one loop for every waiter, and the time a waiter keeps itself  |
+//! | `monitor.rs`   | the time the monitor keeps instead: what a look at a lock does         |
 //! | `monitor/process.rs` | the process-wide monitor thread that keeps the time         |
 //! | `lazy.rs`      | lazy release                                                           |
 //! | `observe.rs`   | event hook and histograms                                              |

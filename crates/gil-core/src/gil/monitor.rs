@@ -57,11 +57,11 @@
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Duration;
 
-use super::room::{first_seen, Slow, WaitRoom, Waiter};
+use super::room::{first_seen, WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
-use super::{bump, AbortCheck, Gil};
+use super::{bump, Gil};
 use crate::policy;
-use crate::sync::{Condvar, MutexGuard};
+use crate::sync::MutexGuard;
 
 impl Gil {
     /// A monitored lock just changed hands under the mutex: time the new holder.
@@ -71,7 +71,7 @@ impl Gil {
     }
 
     /// Waiter `w` has just joined: makes sure the monitor watches the lock.
-    fn monitor_joined(&self, room: &mut WaitRoom, w: &Waiter) {
+    pub(super) fn monitor_joined(&self, room: &mut WaitRoom, w: &Waiter) {
         if room.queue.len() == 1 {
             // The first waiter: the holder's interval (and its call, if it
             // is in one) is timed from now, even if the lock is still in the
@@ -92,77 +92,24 @@ impl Gil {
         }
     }
 
-    /// Waiter `w` of a monitored lock waits in `room` until it has taken
-    /// the lock word (true) or `should_abort` said to give up (false); the
-    /// monitor keeps the time.
-    pub(super) fn wait_monitored<'s>(
+    /// One round's wait of a waiter of a monitored lock: until it is woken
+    /// (a release, a look of the monitor's), or, with an abort check to ask
+    /// (`abortable`), for at most a switch interval. Without a monitor
+    /// thread the waiter takes the monitor's look itself and waits until
+    /// the next one is due. Whether the wait timed out.
+    pub(super) fn wait_for_monitor(
         &self,
-        slow: &'s Slow,
-        mut room: MutexGuard<'s, WaitRoom>,
-        w: &Waiter,
-        cond: &Condvar,
-        should_abort: &mut AbortCheck<'_>,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
-        let policy = self.inner.policy;
-        let hot = &*self.inner.hot;
-        let token = w.token;
-        self.monitor_joined(&mut room, w);
-        // The switch number of the holder already preempted by this waiter.
-        let mut preempted: Option<u64> = None;
-        // The switch number of the I/O-class holder this waiter has spun
-        // for, and whether the last round did.
-        let mut spun_on: Option<u64> = None;
-        let mut spun = false;
-        loop {
-            let s = hot.word.load(Relaxed);
-            if s & SYSCALL != 0 && self.reclaim(token).is_some() {
-                break; // our own system call: just take it back
-            }
-            let may_take = self.may_take_queued(&mut room, w);
-            if may_take && self.grace_before_take(&mut room, w, s, &mut spun_on) {
-                spun = true;
-                continue;
-            }
-            if may_take && self.try_lock_word() {
-                if spun {
-                    self.took_after_spin();
-                }
-                break;
-            }
-            spun = false;
-            // Priority: an I/O-class waiter asks a CPU-class holder at once.
-            let sn = hot.switch_number.load(Relaxed);
-            let (holder, slice) = self.holder_class();
-            if s & (LOCKED | SYSCALL) == LOCKED
-                && policy::preempts(policy, w.class, holder, slice)
-                && preempted != Some(sn)
-            {
-                preempted = Some(sn);
-                if self.ask_at_once(slow, &mut room, w, true) {
-                    continue;
-                }
-            }
-            if s & LOCKED != 0 {
-                spun = self.spin_while_io_holds(&mut room, w, (s, sn), &mut spun_on);
-                if spun {
-                    continue;
-                }
-            }
-            let timed_out = if room.monitor.registered.is_none() {
-                // No monitor thread: keep the time ourselves.
-                let next = self.monitor_pass_locked(&mut room).unwrap_or_else(|| self.interval());
-                cond.wait_for(&mut room, next)
-            } else if should_abort.is_some() {
-                cond.wait_for(&mut room, self.interval())
-            } else {
-                cond.wait(&mut room);
-                false
-            };
-            if timed_out && self.ask_abort(should_abort) {
-                return (room, false);
-            }
+        room: &mut MutexGuard<'_, WaitRoom>,
+        w: &Waiter<'_>,
+        abortable: bool,
+    ) -> bool {
+        if room.monitor.registered.is_none() {
+            // No monitor thread: keep the time ourselves.
+            let next = self.monitor_pass_locked(room).unwrap_or_else(|| self.interval());
+            w.wait(room, true, next)
+        } else {
+            w.wait(room, abortable, self.interval())
         }
-        (room, true)
     }
 
     /// One look at a monitored lock, under its mutex: raises what is due

@@ -176,7 +176,7 @@ impl WaitRoom {
 }
 
 /// A thread in the waiting room.
-pub(super) struct Waiter {
+pub(super) struct Waiter<'c> {
     pub(super) token: Token,
     pub(super) class: ThreadClass,
     /// When it called `acquire`, for the wait-time accounts.
@@ -188,23 +188,20 @@ pub(super) struct Waiter {
     pub(super) starving: bool,
     /// Its place in the queue.
     pub(super) ticket: u64,
+    /// Its own condition variable, on its stack, which its queue entry
+    /// points to: a release wakes exactly it.
+    cond: &'c Condvar,
 }
 
-impl Waiter {
-    /// Waits on `cond` (this waiter's own) for at most `timeout` if it
-    /// keeps time (`timed`), else until woken. Whether it timed out.
-    pub(super) fn wait(
-        &self,
-        cond: &Condvar,
-        room: &mut MutexGuard<'_, WaitRoom>,
-        timed: bool,
-        timeout: Duration,
-    ) -> bool {
+impl Waiter<'_> {
+    /// Waits on its condition variable for at most `timeout` if it keeps
+    /// time (`timed`), else until woken. Whether it timed out.
+    pub(super) fn wait(&self, room: &mut MutexGuard<'_, WaitRoom>, timed: bool, timeout: Duration) -> bool {
         room.entry_mut(self.ticket).timed = timed;
         if timed {
-            cond.wait_for(room, timeout)
+            self.cond.wait_for(room, timeout)
         } else {
-            cond.wait(room);
+            self.cond.wait(room);
             false
         }
     }
@@ -244,7 +241,13 @@ impl Gil {
     /// `token` enters the waiting room, where it blocks on `cond`: queued,
     /// counted, and `WAITERS` set so that every release comes through the
     /// mutex from now on.
-    pub(super) fn join(&self, room: &mut WaitRoom, token: Token, started: Instant, cond: &Condvar) -> Waiter {
+    pub(super) fn join<'c>(
+        &self,
+        room: &mut WaitRoom,
+        token: Token,
+        started: Instant,
+        cond: &'c Condvar,
+    ) -> Waiter<'c> {
         let class = self.class_of(token);
         room.census.join(class);
         let (ticket, since) = (room.next_ticket, room.clock.now());
@@ -273,6 +276,7 @@ impl Gil {
             since,
             starving: false,
             ticket,
+            cond,
         }
     }
 

@@ -130,9 +130,9 @@ struct Inner {
     /// Set while a CPU-class waiter spins for an I/O-class holder: one
     /// at a time (`Gil::spin_while_io_holds`).
     cpu_spinner: AtomicBool,
-    /// The class that always takes the lock through the waiting room
-    /// ([`policy::room_only`]), if any.
-    room_only: Option<ThreadClass>,
+    /// A CPU-class thread always takes the lock through the waiting room
+    /// ([`policy::cpu_through_room`]).
+    cpu_through_room: bool,
     /// The bound on laps (0: none), see `GilConfig::laps`.
     laps: u32,
     on_drop_request: Option<DropRequestCallback>,
@@ -185,7 +185,7 @@ impl Gil {
                 spin: (spin > 0).then(|| Duration::from_micros(spin)),
                 spin_us: spin,
                 cpu_spinner: AtomicBool::new(false),
-                room_only: policy::room_only(config.policy, spin > 0),
+                cpu_through_room: policy::cpu_through_room(config.policy, spin > 0),
                 laps,
                 on_drop_request: config.on_drop_request,
                 slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),

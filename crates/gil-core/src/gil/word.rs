@@ -285,11 +285,11 @@ impl Hot {
 
 impl Gil {
     /// `acquire`'s uncontended paths, except for a thread of the class that
-    /// always goes through the waiting room ([`crate::policy::room_only`]).
+    /// always goes through the waiting room ([`crate::policy::cpu_through_room`]).
     #[inline]
     pub(super) fn try_fast_unless_cpu(&self, token: Token) -> bool {
         let class = self.class_of(token);
-        if self.inner.room_only == Some(class) {
+        if class == ThreadClass::Cpu && self.inner.cpu_through_room {
             return false;
         }
         self.try_fast(token, class)

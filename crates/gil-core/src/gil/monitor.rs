@@ -59,7 +59,7 @@ use std::time::Duration;
 
 use super::room::{first_seen, WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
-use super::{bump, Gil};
+use super::Gil;
 use crate::policy;
 use crate::sync::MutexGuard;
 
@@ -67,7 +67,7 @@ impl Gil {
     /// A monitored lock just changed hands under the mutex: time the new holder.
     pub(super) fn watch_new_holder(&self, room: &mut WaitRoom) {
         let now = room.clock.now();
-        room.monitor.watch = Some((self.inner.hot.switch_number.load(Relaxed), now));
+        room.monitor.watch = Some((self.inner.hot.switch_number(), now));
     }
 
     /// Waiter `w` has just joined: makes sure the monitor watches the lock.
@@ -76,7 +76,7 @@ impl Gil {
             // The first waiter: the holder's interval (and its call, if it
             // is in one) is timed from now, even if the lock is still in the
             // monitor's list with a schedule made for earlier waiters.
-            let sn = self.inner.hot.switch_number.load(Relaxed);
+            let sn = self.inner.hot.switch_number();
             room.monitor.watch = Some((sn, w.since));
             room.monitor.episode = None;
             room.monitor.deferred = false;
@@ -128,9 +128,9 @@ impl Gil {
         let mut next = interval;
 
         // A lazily released system call that outlasted the threshold.
-        let s = self.inner.hot.word.load(Acquire);
+        let s = self.inner.hot.word().load(Acquire);
         let mut new_episode = false;
-        match self.inner.lazy_release {
+        match self.inner.tuning.lazy_release() {
             Some(threshold) if s & SYSCALL != 0 => {
                 let gen = generation(s);
                 new_episode = room.monitor.episode.is_none_or(|(g, _)| g != gen);
@@ -149,13 +149,13 @@ impl Gil {
         // The starvation bound: the first CPU-class waiter, while nobody
         // starves, timed from its arrival or the CPU class's last turn.
         let (mut ask, mut starved) = (false, false);
-        if let Some(i) = policy::next_to_starve(self.inner.policy, room.census, room.queue.iter()) {
+        if let Some(i) = policy::next_to_starve(self.inner.tuning.policy(), room.census, room.queue.iter()) {
             let bound = policy::starvation_bound(interval);
-            let since = policy::starvation_start(room.queue[i].since, room.cpu_served);
+            let since = policy::starvation_start(room.queue[i].since, room.cpu_served());
             if room.clock.passed(since, bound) {
-                room.queue[i].starving = true;
-                room.census.starving += 1;
-                bump(&self.inner.starvation_promotions, 1);
+                let ticket = room.queue[i].ticket;
+                room.mark_starving(ticket);
+                self.inner.tally.starvation_promotion();
                 ask = true;
                 starved = true;
             } else {
@@ -165,10 +165,10 @@ impl Gil {
 
         // The switch interval.
         let mut interval_due = false;
-        let sn = self.inner.hot.switch_number.load(Relaxed);
+        let sn = self.inner.hot.switch_number();
         match room.monitor.watch {
             Some((w, since)) if w == sn => {
-                let hold = policy::runs_for(interval, self.holder_class().1);
+                let hold = policy::runs_for(interval, self.inner.hot.holder_class().1);
                 if room.clock.passed(since, hold) {
                     if policy::defers_request(new_episode, room.monitor.deferred) {
                         room.monitor.deferred = true;
@@ -189,19 +189,18 @@ impl Gil {
         }
 
         if ask {
-            let s = self.inner.hot.word.load(Relaxed);
+            let s = self.inner.hot.word().load(Relaxed);
             if s & LOCKED == 0 {
                 // Free: make sure whoever goes first now is awake.
-                room.wake_next(self.inner.policy);
-            } else if interval_due || !self.holder_class().1 {
+                room.wake_next(self.inner.tuning.policy());
+            } else if interval_due || !self.inner.hot.holder_class().1 {
                 // Held (a holder in its slice only once the slice is
                 // over), or reserved for a holder in a lazily released call:
                 // then only the flag goes up, answered at its next release
                 // (a thread in short calls most of the time is asked too).
                 // A panicking host callback was caught; the flag is up, and
                 // the monitor has nobody to hand the panic to.
-                room.asked.interval |= interval_due;
-                room.asked.starving |= starved;
+                room.note_request(interval_due, starved);
                 let _ = self.request_drop(None);
             }
         }
@@ -212,21 +211,21 @@ impl Gil {
     /// `s`) and hands it to the designee. The thread in the call finds it
     /// gone when it comes back, and waits like anyone else.
     fn take_over_system_call(&self, s: u64, room: &mut WaitRoom) {
-        if !self.take_over_call(s, true) {
+        if !self.inner.hot.word().take_over_call(s, true) {
             return; // it came back (or the state moved): nothing to take
         }
-        bump(&self.inner.lazy_takeovers, 1);
+        self.inner.tally.lazy_takeover();
         room.monitor.episode = None;
         self.observe_takeover(None);
-        room.wake_next(self.inner.policy);
+        room.wake_next(self.inner.tuning.policy());
     }
 
     /// Makes the monitor look at this lock as soon as something may be due:
     /// within the lazy-release threshold if the holder is in a system call,
     /// else within the switch interval. Nothing if it will look by then.
     pub(super) fn ask_monitor_to_look(&self) {
-        let in_call = self.inner.hot.word.load(Relaxed) & SYSCALL != 0;
-        let within = match self.inner.lazy_release {
+        let in_call = self.inner.hot.word().load(Relaxed) & SYSCALL != 0;
+        let within = match self.inner.tuning.lazy_release() {
             Some(threshold) if in_call => threshold,
             _ => self.interval(),
         };

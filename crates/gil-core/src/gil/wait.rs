@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use super::room::{first_seen, Slow, WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
-use super::{bump, AbortCheck, Gil};
+use super::{AbortCheck, Gil};
 use crate::policy;
-use crate::sync::{Condvar, MutexGuard, Stamp};
+use crate::sync::{spin_while, Condvar, MutexGuard, Stamp};
 use crate::{GilError, Token};
 
 /// What a waiter carries from one round of its wait to the next.
@@ -103,13 +103,13 @@ impl Gil {
         w: &mut Waiter<'_>,
         should_abort: &mut AbortCheck<'_>,
     ) -> bool {
-        let policy = self.inner.policy;
+        let policy = self.inner.tuning.policy();
         let hot = &*self.inner.hot;
         let mut rounds = Rounds {
             asked_at_once: None,
             watched: None,
             spun: false,
-            timing: if self.inner.monitor {
+            timing: if self.inner.tuning.monitored() {
                 self.monitor_joined(room, w);
                 Timing::Monitor
             } else {
@@ -117,8 +117,8 @@ impl Gil {
             },
         };
         loop {
-            let s = hot.word.load(Relaxed);
-            if s & SYSCALL != 0 && self.reclaim(w.token).is_some() {
+            let s = hot.word().load(Relaxed);
+            if s & SYSCALL != 0 && hot.reclaim(w.token).is_some() {
                 // Our own system call (the fast path lost a race with a
                 // waiter's arrival): just take it back.
                 return true;
@@ -128,9 +128,11 @@ impl Gil {
                 rounds.spun = true;
                 continue;
             }
-            if may_take && self.try_lock_word() {
+            if may_take && hot.word().try_lock() {
                 if rounds.spun {
-                    self.took_after_spin();
+                    // A take by a waiter that watched an I/O-class holder
+                    // just before.
+                    self.inner.tally.cpu_spin_take();
                 }
                 return true;
             }
@@ -138,12 +140,12 @@ impl Gil {
             if s & (LOCKED | SYSCALL) == LOCKED {
                 // A running holder: ask it at once if the rules say so,
                 // then watch it if it is an I/O-class thread.
-                let (holder, slice) = self.holder_class();
-                let sn = hot.switch_number.load(Relaxed);
+                let (holder, slice) = hot.holder_class();
+                let sn = hot.switch_number();
                 if policy::urgent(policy, w.class, holder, w.starving, slice) && rounds.asked_at_once != Some(sn) {
                     rounds.asked_at_once = Some(sn);
                     // A starving waiter asks for itself, not to preempt.
-                    room.asked.starving |= w.starving;
+                    room.note_request(false, w.starving);
                     if self.ask_at_once(slow, room, w, !w.starving) {
                         continue;
                     }
@@ -192,17 +194,17 @@ impl Gil {
         may_take: bool,
         abortable: bool,
     ) -> Woke {
-        let policy = self.inner.policy;
+        let policy = self.inner.tuning.policy();
         let hot = &*self.inner.hot;
         clock.timing_holder = None;
         let timed = abortable || room.keeps_time(policy, w);
         let timed_out = if s & SYSCALL != 0 {
             // The holder is in a system call: take it over once the call
             // has lasted the threshold.
-            let threshold = self.inner.lazy_release.unwrap_or_default();
+            let threshold = self.inner.tuning.lazy_release().unwrap_or_default();
             let since = first_seen(&mut clock.episode, generation(s), &room.clock);
-            if room.clock.passed(since, threshold) && may_take && self.take_over_call(s, false) {
-                bump(&self.inner.lazy_takeovers, 1);
+            if room.clock.passed(since, threshold) && may_take && hot.word().take_over_call(s, false) {
+                self.inner.tally.lazy_takeover();
                 self.observe_takeover(Some(w.token));
                 return Woke::Took;
             }
@@ -211,7 +213,7 @@ impl Gil {
             // never for long must still be asked to drop. The request
             // then only raises the flag (nobody runs to call back); the
             // holder answers at its next release.
-            let sn = hot.switch_number.load(Relaxed);
+            let sn = hot.switch_number();
             let held = first_seen(&mut clock.waiting_on, sn, &room.clock);
             clock.timing_holder = Some(sn);
             let left = room
@@ -226,7 +228,7 @@ impl Gil {
             // Free, but not ours to take (priority): wait to be woken.
             w.wait(room, timed, self.interval())
         } else {
-            let sn = hot.switch_number.load(Relaxed);
+            let sn = hot.switch_number();
             clock.timing_holder = Some(sn);
             // A holder in its slice is asked to drop when the slice is
             // over: once per slice, by whoever notices first.
@@ -243,7 +245,7 @@ impl Gil {
                     w.wait(room, timed, left);
                     false // the next round asks
                 }
-            } else if self.inner.lazy_release.is_some() {
+            } else if self.inner.tuning.lazy_release().is_some() {
                 // Every lazy release wakes a waiter (to time the call);
                 // such wake-ups must not restart the interval, or a
                 // thread making system calls all the time would never be
@@ -263,14 +265,13 @@ impl Gil {
         // first CPU-class waiter, and only while nobody starves.
         if room.first_to_starve(policy, w)
             && room.clock.passed(
-                policy::starvation_start(w.since, room.cpu_served),
+                policy::starvation_start(w.since, room.cpu_served()),
                 policy::starvation_bound(self.interval()),
             )
         {
             w.starving = true;
-            room.entry_mut(w.ticket).starving = true;
-            room.census.starving += 1;
-            bump(&self.inner.starvation_promotions, 1);
+            room.mark_starving(w.ticket);
+            self.inner.tally.starvation_promotion();
             return Woke::Again;
         }
         if timed_out {
@@ -286,10 +287,10 @@ impl Gil {
     /// full interval (CPython's rule).
     fn ask_after_interval(&self, clock: &mut OwnClock, slow: &Slow, room: &mut MutexGuard<'_, WaitRoom>, w: &Waiter) {
         let hot = &*self.inner.hot;
-        let now = hot.word.load(Relaxed);
+        let now = hot.word().load(Relaxed);
         let running = clock.timing_holder;
-        if running.is_some_and(|sn| sn == hot.switch_number.load(Relaxed)) && now & LOCKED != 0 {
-            room.asked.interval = true;
+        if running.is_some_and(|sn| sn == hot.switch_number()) && now & LOCKED != 0 {
+            room.note_request(true, false);
             self.request_drop_for(slow, room, w);
             if clock.waiting_on.is_some() {
                 // Lazy release: the holder gets a whole interval to
@@ -300,5 +301,114 @@ impl Gil {
             }
             self.spin_for_release(room);
         }
+    }
+
+    /// Asks an `acquire_or_abort` check whether to give up, as a callback of
+    /// this lock.
+    fn ask_abort(&self, check: &mut AbortCheck<'_>) -> bool {
+        match check {
+            Some(check) => {
+                let _inside = self.enter_callback();
+                check()
+            }
+            None => false,
+        }
+    }
+
+    /// Asks the holder to drop at once for waiter `w` (a preemption,
+    /// counted as one if `preemption`), then spins for the release if
+    /// configured: whether it spun.
+    fn ask_at_once(&self, slow: &Slow, room: &mut MutexGuard<'_, WaitRoom>, w: &Waiter<'_>, preemption: bool) -> bool {
+        if preemption {
+            self.inner.tally.preemption();
+        }
+        self.request_drop_for(slow, room, w);
+        self.spin_for_release(room)
+    }
+
+    /// After a drop request, with a spin limit: watches the lock word,
+    /// without the mutex, for the holder to let go before sleeping (see
+    /// `GilConfig::spin_us`). Whether it spun.
+    fn spin_for_release(&self, room: &mut MutexGuard<'_, WaitRoom>) -> bool {
+        let Some(limit) = self.inner.tuning.spin_limit() else {
+            return false;
+        };
+        MutexGuard::unlocked_spinning(room, limit, || spin_while(limit, || self.inner.hot.locked()));
+        true
+    }
+
+    /// With a spin limit: waiter `w`, while an I/O-class thread holds the
+    /// lock or was the last to hold it (state `s`, switch number `sn`),
+    /// watches the lock word, without the mutex, before it takes the lock
+    /// or sleeps, if [`policy::watches`] says so; [`policy::Watch`] says
+    /// for how long. Once per holder (`watched` keeps its switch number),
+    /// one waiter at a time. A waiter alone in the room watches with
+    /// `WAITERS` cleared, so that the I/O thread's calls meanwhile cost what
+    /// they cost with nobody waiting (the module docs of `word.rs`).
+    /// Whether it watched.
+    fn spin_while_io_holds(
+        &self,
+        room: &mut MutexGuard<'_, WaitRoom>,
+        w: &Waiter<'_>,
+        (s, sn): (u64, u64),
+        watched: &mut Option<u64>,
+    ) -> bool {
+        let Some(limit) = self.inner.tuning.spin_limit() else {
+            return false;
+        };
+        let hot = &*self.inner.hot;
+        let watches = policy::watches(
+            w.class,
+            w.starving,
+            hot.holder_class().0,
+            s & SYSCALL != 0,
+            *watched == Some(sn),
+        );
+        if !watches || !self.inner.room.begin_watch() {
+            return false;
+        }
+        *watched = Some(sn);
+        // Alone in the room, the watcher steps out of the lock word: it
+        // needs no wake-up, and with `WAITERS` clear the I/O thread's takes
+        // and releases around its calls stay on the fast path instead of
+        // queueing through the mutex each time. A drop request puts it
+        // back (`request_drop`); so does the watcher, under the mutex,
+        // before it looks at the word again.
+        let stepped_out = room.census.waiters() == 1 && !self.inner.room.drop_requested();
+        if stepped_out {
+            hot.word().clear_waiters();
+        }
+        MutexGuard::unlocked_spinning(room, limit, || {
+            let mut watch = policy::Watch::new(limit, Instant::now(), hot.acquisitions());
+            spin_while(policy::Watch::length(limit), || {
+                let switched = hot.switch_number() != sn;
+                let takes = hot.acquisitions();
+                watch.look(Instant::now(), switched, takes, hot.locked())
+            });
+        });
+        if stepped_out {
+            hot.word().set_waiters();
+        }
+        // After `WAITERS` is back: `is_idle` sees one or the other.
+        self.inner.room.end_watch();
+        true
+    }
+
+    /// At the top of a wait loop, `w` allowed to take the lock: if it is
+    /// free (state `s`), a CPU-class waiter first leaves an I/O-class last
+    /// holder its grace ([`Gil::spin_while_io_holds`]). Whether it watched
+    /// (then the loop looks again).
+    fn grace_before_take(
+        &self,
+        room: &mut MutexGuard<'_, WaitRoom>,
+        w: &Waiter<'_>,
+        s: u64,
+        watched: &mut Option<u64>,
+    ) -> bool {
+        if s & LOCKED != 0 {
+            return false;
+        }
+        let sn = self.inner.hot.switch_number();
+        self.spin_while_io_holds(room, w, (s, sn), watched)
     }
 }

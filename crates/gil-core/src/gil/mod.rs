@@ -257,31 +257,55 @@ impl Gil {
         Ok(())
     }
 
-    /// `acquire`'s uncontended paths, except for a thread of the class that
-    /// always goes through the waiting room ([`policy::cpu_through_room`]).
+    /// `acquire`'s uncontended paths: reclaim our own lazily released lock,
+    /// or take a free one nobody waits for, except as a CPU-class thread
+    /// that always goes through the waiting room
+    /// ([`policy::cpu_through_room`]). A reclaim needs no class (a thread
+    /// back from its own call is I/O-class: a lazy release is a voluntary
+    /// one, and nothing else runs on this thread in between), so the class
+    /// is looked up only for a free lock.
     #[inline]
     fn try_fast_unless_cpu(&self, token: Token) -> bool {
+        if self.reclaim_fast(token) {
+            return true;
+        }
         let class = self.class_of(token);
         if class == ThreadClass::Cpu && self.inner.tuning.cpu_through_room() {
             return false;
         }
-        self.try_fast(token, class)
+        self.take_free(token, class)
     }
 
-    /// The uncontended paths: reclaim our own lazily released lock, or take
-    /// a free one nobody waits for, as a thread of `class`.
+    /// The uncontended paths as a thread of `class`: reclaim our own lazily
+    /// released lock, or take a free one nobody waits for.
     #[inline]
     fn try_fast(&self, token: Token, class: ThreadClass) -> bool {
-        let hot = &*self.inner.hot;
-        if self.inner.tuning.lazy_release().is_some() {
-            if let Some(before) = hot.reclaim(token) {
-                hot.back_from_call(token);
-                if before & INSTR != 0 {
-                    self.observe_acquire(token);
-                }
-                return true;
-            }
+        self.reclaim_fast(token) || self.take_free(token, class)
+    }
+
+    /// With lazy release: takes back our own lazily released lock, if the
+    /// call's episode is still ours; whether it did.
+    #[inline]
+    fn reclaim_fast(&self, token: Token) -> bool {
+        if self.inner.tuning.lazy_release().is_none() {
+            return false;
         }
+        let hot = &*self.inner.hot;
+        let Some(before) = hot.reclaim(token) else {
+            return false;
+        };
+        hot.back_from_call(token);
+        if before & INSTR != 0 {
+            self.observe_acquire(token);
+        }
+        true
+    }
+
+    /// Takes a free lock nobody waits for, as a thread of `class`; whether
+    /// it did.
+    #[inline]
+    fn take_free(&self, token: Token, class: ThreadClass) -> bool {
+        let hot = &*self.inner.hot;
         match hot.word().lock_free() {
             Ok(()) => {
                 hot.became_holder(token, class);

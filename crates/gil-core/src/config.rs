@@ -57,14 +57,7 @@ pub enum Policy {
     Priority,
 }
 
-/// After this many switch intervals without a turn for the CPU class, the
-/// CPU-class waiter that has waited longest under [`Policy::Priority`] is
-/// served before I/O-class ones (20 ms by default). It was 10, with a slice
-/// of half an interval: the CPU class keeps the same share of a busy lock
-/// now, in turns two and a half times as frequent and as short, which
-/// shortens both the I/O threads' tail and each CPU-bound thread's wait
-/// (`docs/servers.md`).
-pub const STARVATION_INTERVALS: u64 = 4;
+pub use crate::policy::STARVATION_INTERVALS;
 
 /// The largest accepted [`GilConfig::laps`] bound: 16.
 pub const MAX_LAPS: u32 = 16;

@@ -102,13 +102,13 @@
 //! | `gil->last_holder`                              | [`Gil::last_holder`]; plus [`Gil::holder`], the holder right now    |
 //! | `gil->switch_number`                            | [`Gil::switch_number`], bumped when a different token takes it      |
 //! | `gil->interval`                                 | [`Gil::switch_interval_us`], 0 behaving as 1 µs                      |
-//! | `gil->mutex`, `gil->cond`                       | the waiting room (`gil/room.rs`): its mutex and the waiters' condition variables (one per class; with the monitor, one per queued waiter) |
+//! | `gil->mutex`, `gil->cond`                       | the waiting room (`gil/room.rs`): its mutex and the waiters' condition variables (one per queued waiter) |
 //! | `_PY_GIL_DROP_REQUEST_BIT` in the holder's eval breaker | [`Gil::drop_requested`] and the [`DropRequestCallback`]      |
-//! | `FORCE_SWITCHING`: `switch_cond`, `switch_mutex` | a second condition variable on the same mutex; the forced releaser waits while it is still `last_holder` (`gil/room.rs`, `release_slow`) |
-//! | `take_gil()`                                    | [`Gil::acquire`] (and [`Gil::acquire_or_abort`] for threads that must exit): the uncontended path in `gil/word.rs`, the timed waiting loop in `gil/wait.rs` (`gil/monitor.rs` with the monitor) |
-//! | `drop_gil(…, final_release)`                    | [`Gil::release`] with a [`ReleaseReason`] (`gil/mod.rs`; with waiters `gil/room.rs`; lazily `gil/lazy.rs`) |
+//! | `FORCE_SWITCHING`: `switch_cond`, `switch_mutex` | a second condition variable on the same mutex; the forced releaser waits while it is still `last_holder` (`gil/handoff.rs`, `release_slow`) |
+//! | `take_gil()`                                    | [`Gil::acquire`] (and [`Gil::acquire_or_abort`] for threads that must exit): the uncontended path in `gil/mod.rs` on `gil/word.rs`'s lock word, the waiting loop in `gil/wait.rs`, timed by each waiter or by the monitor (`gil/monitor.rs`) |
+//! | `drop_gil(…, final_release)`                    | [`Gil::release`] with a [`ReleaseReason`] (`gil/mod.rs`; with waiters `gil/handoff.rs`; lazily `gil/lazy.rs`) |
 //! | `recreate_gil()` after fork                     | [`Gil::reinit_after_fork`] (`gil/fork.rs`)                           |
-//! | (the 2010 priority and monitor proposals)       | the rules in `policy.rs`, used by both waiting loops                 |
+//! | (the 2010 priority and monitor proposals)       | the rules in `policy.rs`, used by the waiting loop whoever times it  |
 //!
 //! Differences, all deliberate: acquire and release are a single CAS each
 //! when nobody waits (CPython always takes the mutex); misuse returns a
@@ -157,7 +157,8 @@ pub use config::{
 };
 pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind, EventMask, HookId, OwnedHook};
-pub use gil::{monitor_wakeups, Counters, Gil};
+pub use gil::monitor::monitor_wakeups;
+pub use gil::{Counters, Gil};
 pub use options::{Options, OptionsError};
 pub use reason::ReleaseReason;
 pub use stats::{HistogramSnapshot, Histograms, FINE_SUB_BUCKETS, HISTOGRAM_BUCKETS, HISTOGRAM_FINE_BUCKETS};

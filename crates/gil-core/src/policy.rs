@@ -1,20 +1,45 @@
-//! Every scheduling rule of the lock, as plain functions of what the
-//! waiting room knows: who may take a free lock, who is woken, who asks the
-//! holder to drop at once, which class a releaser becomes, and when a
-//! CPU-class waiter is starving. Both waiting rooms (the plain one, where
-//! each waiter keeps its own time, and the monitored queue) call these, so
-//! each rule is written once; the unit tests below state them one by one.
+//! Every scheduling rule of the lock and its constants, as plain functions
+//! of what the waiting room knows (times, classes, flags): who may take a
+//! free lock, and who must go through the waiting room to take it; who is
+//! woken; who asks the holder to drop at once, and when the monitor asks;
+//! who watches a holder's quick calls instead of sleeping, and for how
+//! long; which class a releaser becomes, and whether it waits for a switch;
+//! and when a CPU-class waiter is starving. Both waiting rooms (the plain
+//! one, where each waiter keeps its own time, and the monitored queue) ask
+//! these, so each rule is written once; the unit tests below state them one
+//! by one.
 //!
 //! The rules of [`Policy::Priority`] come from the 2010 GIL-priority
 //! proposal (see `class.rs` for how a thread's class is earned); the other
 //! policies are CPython's: anyone may take a free lock, and only a whole
 //! switch interval without a switch asks the holder to drop.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::class::ThreadClass;
-use crate::config::STARVATION_INTERVALS;
 use crate::{Policy, ReleaseReason};
+
+/// After this many switch intervals without a turn for the CPU class, the
+/// CPU-class waiter that has waited longest under [`Policy::Priority`] is
+/// served before I/O-class ones (20 ms by default): the starvation bound.
+/// With a slice of a fifth of an interval the CPU class keeps about 5 % of
+/// a lock that I/O-class threads keep busy (`docs/servers.md`).
+pub const STARVATION_INTERVALS: u64 = 4;
+
+/// How long a CPU-class waiter watching an I/O-class holder ([`watches`])
+/// leaves the lock free before taking it (within the spin limit): longer
+/// than the calls that return at once (a 100-byte send or a poll that finds
+/// data ready takes a few microseconds in Python), so that the I/O thread
+/// takes it straight back instead of asking for it back
+/// (`docs/policies.md`, "The spin's grace", has the measurements).
+pub(crate) const SPIN_GRACE: Duration = Duration::from_micros(20);
+
+/// How long an I/O-class thread back from a quick call may hold the lock
+/// while a CPU-class waiter keeps watching ([`Watch`]): a longer hold is
+/// the thread's own work between calls (Python code), not a step from one
+/// call to the next (`docs/policies.md`, "The watch over quick calls", has
+/// the measurements).
+pub(crate) const WATCH_HOLD: Duration = Duration::from_micros(10);
 
 /// How many threads wait, by class: the waiting room's census, kept under
 /// its mutex.
@@ -64,6 +89,23 @@ pub(crate) fn class_after(policy: Policy, reason: ReleaseReason) -> Option<Threa
     }
 }
 
+/// Whether a CPU-class thread never takes the lock on the uncontended
+/// paths, under `policy` with a spin limit (`spin`): with priority and
+/// spinning. Such a thread goes through the waiting room, which leaves a
+/// lock an I/O-class thread let go of free for [`SPIN_GRACE`] first
+/// ([`Watch`]). Taken at once, the lock would go to it whenever it came
+/// back during one of the I/O thread's short calls (a send, a read of data
+/// already there), and the I/O thread would preempt it right after: two
+/// hand-offs per call. (Where spinning cannot help now, the room gives no
+/// grace, and the detour costs such a thread only the room's mutex.)
+///
+/// A flag for the CPU class rather than a class to compare with: the
+/// uncontended path tests the thread's class first, which a lock without
+/// classes knows at compile time, and the test vanishes there.
+pub(crate) fn cpu_through_room(policy: Policy, spin: bool) -> bool {
+    policy == Policy::Priority && spin
+}
+
 /// Why the pending drop request was raised, as far as it says something
 /// about the holder (priority policy).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +149,19 @@ pub(crate) fn class_after_request(
         Some(held_as)
     } else {
         None
+    }
+}
+
+/// Whether a releaser with waiters waits until another thread has taken
+/// the lock (CPython's forced switching, `FORCE_SWITCHING`): after a
+/// forced release always, after a voluntary one that answers a drop
+/// request (`requested`) too, so that it cannot win the lock straight
+/// back; after a final release never.
+pub(crate) fn waits_for_switch(reason: ReleaseReason, requested: bool) -> bool {
+    match reason {
+        ReleaseReason::Final => false,
+        ReleaseReason::Forced => true,
+        ReleaseReason::Voluntary => requested,
     }
 }
 
@@ -177,7 +232,6 @@ pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starv
 /// (Go's mutex), a busy server would be first come, first served at every
 /// acquisition, a handler going to the back of the queue after each short
 /// call, and every hand-off would wait for a sleeping thread to wake.
-/// (Other bounds tried: `docs/history/policy-choices.md`.)
 pub(crate) fn handoff_bound(policy: Policy, monitor: bool, interval: Duration) -> Option<Duration> {
     (policy == Policy::Priority || monitor).then_some(interval)
 }
@@ -198,8 +252,7 @@ pub(crate) fn handoff_bound(policy: Policy, monitor: bool, interval: Duration) -
 /// of the moment, who joined before it), so a waiter's wait is bounded by
 /// the number of threads, as in a fair queue, not by the clock: a line
 /// can be long because many requests are in flight, not because anyone is
-/// overtaken. (A bound in time, as Go's mutex has, and what it cost:
-/// `docs/history/policy-choices.md`.)
+/// overtaken.
 pub(crate) fn may_overtake(laps: usize, bound: u32) -> bool {
     bound == 0 || laps < bound as usize
 }
@@ -221,10 +274,28 @@ pub(crate) fn preempts(policy: Policy, waiter: ThreadClass, holder: ThreadClass,
 /// together about one part in 5 x [`STARVATION_INTERVALS`] + 1 (5 %) of a
 /// lock that I/O-class threads keep busy, and an I/O-class thread that
 /// arrives during a slice waits at most a fifth of an interval for it.
-/// (The slice lengths tried before this one:
-/// `docs/history/policy-choices.md`.)
 pub(crate) fn slice(interval: Duration) -> Duration {
     interval / 5
+}
+
+/// How long a holder runs, timed by the monitor from when it took the lock
+/// or from when the first waiter came, before it is asked to drop: a
+/// switch interval, or in its `slice` the slice ([`slice`]).
+pub(crate) fn runs_for(interval: Duration, slice: bool) -> Duration {
+    if slice {
+        self::slice(interval)
+    } else {
+        interval
+    }
+}
+
+/// Whether the monitor puts off a due drop request once because the holder
+/// is in a lazily released call that this look saw first (`new_call`),
+/// unless it put it off already (`deferred`): the call may be long (a late
+/// look), and then the next look, within the threshold, takes it over
+/// instead; if it is short, that look asks.
+pub(crate) fn defers_request(new_call: bool, deferred: bool) -> bool {
+    new_call && !deferred
 }
 
 /// Whether a waiter in the plain waiting room asks the holder to drop at
@@ -307,6 +378,94 @@ pub(crate) fn next_to_starve<'q, C: Candidate + 'q>(
         .enumerate()
         .find(|(_, c)| c.class() == ThreadClass::Cpu && !c.starving())
         .map(|(i, _)| i)
+}
+
+/// Whether a waiter watches the lock word, without the mutex, while an
+/// I/O-class thread holds the lock or was the last to hold it, before it
+/// takes the lock or sleeps (with a spin limit; classes only exist under
+/// the priority policy): a CPU-class `waiter`, not `starving` (its turn
+/// is coming), while the `holder` is I/O-class and not in a lazily
+/// released call (`in_call`), once per holder (`watched`: this waiter has
+/// watched this holder already). The I/O thread took the lock from the
+/// CPU class and lets go around its next call, within microseconds: the
+/// waiter takes the lock then without a sleep and a wake-up, and that
+/// release wakes nobody (see [`Watch`]).
+pub(crate) fn watches(waiter: ThreadClass, starving: bool, holder: ThreadClass, in_call: bool, watched: bool) -> bool {
+    waiter == ThreadClass::Cpu && !starving && holder == ThreadClass::Io && !in_call && !watched
+}
+
+/// A CPU-class waiter's watch over an I/O-class holder ([`watches`]), look
+/// by look: whether to keep watching. It stops when the lock changes hands
+/// to another thread, when a free lock has stayed free for [`SPIN_GRACE`]
+/// (the waiter takes it), or when the I/O thread holds it longer than it
+/// may: the spin limit at first, then, once the thread is seen back from
+/// a call, [`WATCH_HOLD`] per hold. A free lock always gets its whole
+/// grace: taken sooner, the take would land in a call that returns at
+/// once, and the I/O thread would preempt the waiter right after.
+///
+/// Each hold of up to `WATCH_HOLD` renews the watch, up to
+/// [`Watch::length`] in all: the waiter keeps watching while the I/O
+/// thread goes in and out of quick calls, rather than sleep and be woken
+/// by one of its releases (and take the lock in the middle of a quick
+/// call). A longer hold is the thread's own work, and the waiter sleeps:
+/// watching there would gain nothing and would keep its CPU in the
+/// process's address space, where each `munmap` of the holder interrupts
+/// it to flush its TLB (an asyncio server unmaps a receive buffer per
+/// read).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Watch {
+    /// Since when the lock has been seen free, if it is.
+    free_since: Option<Instant>,
+    /// When the I/O thread was last seen taking the lock.
+    taken_at: Instant,
+    /// How long it may hold the lock with the waiter watching.
+    hold: Duration,
+    /// Its takes so far: a hold between two calls can be shorter than the
+    /// time from one look to the next, and a lock seen free at both looks
+    /// may have been taken back in between.
+    takes: u64,
+}
+
+impl Watch {
+    /// A watch with spin limit `limit` starting `now`, the lock taken
+    /// `takes` times so far.
+    pub(crate) fn new(limit: Duration, now: Instant, takes: u64) -> Watch {
+        Watch {
+            free_since: None,
+            taken_at: now,
+            hold: limit,
+            takes,
+        }
+    }
+
+    /// The longest a watch with spin limit `limit` lasts: twice the limit,
+    /// and a last grace.
+    pub(crate) fn length(limit: Duration) -> Duration {
+        2 * limit + SPIN_GRACE
+    }
+
+    /// One look at `now`: whether the lock has `switched` to another
+    /// thread, how many times it has been taken (`takes`), and whether it
+    /// is `locked`. Whether to keep watching.
+    pub(crate) fn look(&mut self, now: Instant, switched: bool, takes: u64, locked: bool) -> bool {
+        if switched {
+            return false;
+        }
+        // A take counted, or seen as the word locked again (the count is
+        // bumped just after the word is taken): back from a call, and a
+        // free lock's grace starts again.
+        let taken = std::mem::replace(&mut self.takes, takes) != takes;
+        if taken || (locked && self.free_since.is_some()) {
+            self.free_since = None;
+            self.taken_at = now;
+            self.hold = self.hold.min(WATCH_HOLD);
+        }
+        if locked {
+            return now.saturating_duration_since(self.taken_at) < self.hold;
+        }
+        let since = *self.free_since.get_or_insert(now);
+        now.saturating_duration_since(since) < SPIN_GRACE
+    }
 }
 
 #[cfg(test)]
@@ -571,5 +730,124 @@ mod tests {
         // Joined after it, or the class never served: from joining.
         assert_eq!(starvation_start(30, Some(25)), 30);
         assert_eq!(starvation_start(10, None::<u32>), 10);
+    }
+
+    #[test]
+    fn only_priority_with_a_spin_limit_sends_the_cpu_class_through_the_room() {
+        assert!(cpu_through_room(Policy::Priority, true));
+        assert!(!cpu_through_room(Policy::Priority, false));
+        assert!(!cpu_through_room(Policy::Classic, true));
+        assert!(!cpu_through_room(Policy::Classic, false));
+    }
+
+    #[test]
+    fn a_forced_release_or_an_answered_request_waits_for_a_switch() {
+        assert!(waits_for_switch(ReleaseReason::Forced, false));
+        assert!(waits_for_switch(ReleaseReason::Forced, true));
+        assert!(waits_for_switch(ReleaseReason::Voluntary, true));
+        assert!(!waits_for_switch(ReleaseReason::Voluntary, false));
+        assert!(!waits_for_switch(ReleaseReason::Final, true));
+    }
+
+    #[test]
+    fn only_a_cpu_waiter_watches_an_io_holder_once_and_not_in_a_call() {
+        assert!(watches(Cpu, false, Io, false, false));
+        // An I/O-class waiter, a starving one, a CPU-class holder, a holder
+        // in a lazily released call, a holder watched already: no watch.
+        assert!(!watches(Io, false, Io, false, false));
+        assert!(!watches(Cpu, true, Io, false, false));
+        assert!(!watches(Cpu, false, Cpu, false, false));
+        assert!(!watches(Cpu, false, Io, true, false));
+        assert!(!watches(Cpu, false, Io, false, true));
+    }
+
+    const LIMIT: Duration = Duration::from_micros(50);
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn a_watch_lasts_twice_the_limit_and_a_grace() {
+        assert_eq!(Watch::length(LIMIT), 2 * LIMIT + SPIN_GRACE);
+    }
+
+    #[test]
+    fn a_watch_stops_when_the_lock_changes_hands() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(LIMIT, t0, 7);
+        assert!(w.look(t0, false, 7, true));
+        assert!(!w.look(t0 + us(1), true, 8, true));
+    }
+
+    #[test]
+    fn a_holder_seen_from_the_start_may_hold_the_spin_limit() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(LIMIT, t0, 7);
+        assert!(w.look(t0 + LIMIT - us(1), false, 7, true));
+        assert!(!w.look(t0 + LIMIT, false, 7, true));
+    }
+
+    #[test]
+    fn a_free_lock_gets_its_whole_grace_then_is_taken() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(LIMIT, t0, 7);
+        let freed = t0 + us(3);
+        assert!(w.look(freed, false, 7, false));
+        assert!(w.look(freed + SPIN_GRACE - us(1), false, 7, false));
+        assert!(!w.look(freed + SPIN_GRACE, false, 7, false));
+    }
+
+    #[test]
+    fn a_holder_back_from_a_call_may_hold_only_the_watch_hold() {
+        let t0 = Instant::now();
+        // Seen free, then locked again: back from a call (the count is
+        // bumped just after the word is taken).
+        let mut w = Watch::new(LIMIT, t0, 7);
+        assert!(w.look(t0 + us(1), false, 7, false));
+        let back = t0 + us(5);
+        assert!(w.look(back, false, 7, true));
+        assert!(w.look(back + WATCH_HOLD - us(1), false, 7, true));
+        assert!(!w.look(back + WATCH_HOLD, false, 7, true));
+        // A take counted between two looks that both saw the lock free
+        // renews the grace and shortens the hold too.
+        let mut w = Watch::new(LIMIT, t0, 7);
+        assert!(w.look(t0 + us(1), false, 7, false));
+        let again = t0 + us(1) + SPIN_GRACE - us(1);
+        assert!(w.look(again, false, 8, false));
+        assert!(w.look(again + SPIN_GRACE - us(1), false, 8, false));
+        assert!(!w.look(again + SPIN_GRACE, false, 8, false));
+    }
+
+    #[test]
+    fn each_quick_hold_renews_the_watch() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(LIMIT, t0, 0);
+        // Calls that return at once, one every 8 µs, each hold 4 µs: the
+        // watch goes on well past the spin limit (the caller's bound,
+        // `Watch::length`, ends it).
+        let mut t = t0;
+        for take in 1..=20 {
+            assert!(w.look(t, false, take - 1, false), "free at {take}");
+            t += us(4);
+            assert!(w.look(t, false, take, true), "held at {take}");
+            t += us(4);
+        }
+        assert!(t - t0 > LIMIT);
+    }
+
+    #[test]
+    fn the_monitor_asks_a_holder_after_an_interval_or_its_slice() {
+        let i = Duration::from_millis(5);
+        assert_eq!(runs_for(i, false), i);
+        assert_eq!(runs_for(i, true), slice(i));
+    }
+
+    #[test]
+    fn the_monitor_puts_off_a_request_once_for_a_call_it_just_saw() {
+        assert!(defers_request(true, false));
+        assert!(!defers_request(true, true));
+        assert!(!defers_request(false, false));
+        assert!(!defers_request(false, true));
     }
 }

@@ -2,12 +2,11 @@
 //! its holder (CPython's `recreate_gil`); every other thread is gone.
 
 use std::sync::atomic::AtomicPtr;
-use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
+use std::sync::atomic::Ordering::{Relaxed, Release};
 
 use super::room::Slow;
 use super::Gil;
 use crate::accounting::Accounts;
-use crate::class::ThreadClass;
 use crate::Token;
 
 /// Every `Slow` and every `Accounts` replaced after a fork, kept for the
@@ -57,45 +56,16 @@ impl Gil {
     /// pthread mutex locked by a thread that died in the fork can neither be
     /// used nor even destroyed.
     pub fn reinit_after_fork(&self, token: Token) {
-        let fresh = Box::into_raw(Box::new(Slow::new()));
-        // The old `Slow` is deliberately kept forever, see above.
-        // SAFETY: `slow` holds pointers from `Box::into_raw`, and a replaced
-        // one is only ever retired, never freed.
-        unsafe { retire(&RETIRED, self.inner.slow.swap(fresh, AcqRel), |s| &s.next_retired) };
-        self.inner.hook.reset_after_fork();
-        // A parent thread may have been changing the observers.
-        self.inner.observers.store(false, Relaxed);
-        let accounts = Box::into_raw(Box::new(Accounts::new()));
-        // SAFETY: as for `slow`.
-        unsafe {
-            retire(&RETIRED_ACCOUNTS, self.inner.accounts.swap(accounts, AcqRel), |a| {
-                &a.next_retired
-            })
-        };
-        self.inner.drop_request.store(false, Relaxed);
-        // A parent thread may have been spinning.
-        self.inner.cpu_spinner.store(false, Relaxed);
-        for c in [
-            &self.inner.drop_requests,
-            &self.inner.forced_switches,
-            &self.inner.wait_ns,
-            &self.inner.preemptions,
-            &self.inner.lazy_takeovers,
-            &self.inner.starvation_promotions,
-            &self.inner.cpu_spin_takes,
-            &self.inner.hot.lazy_releases,
-        ] {
-            c.store(0, Relaxed);
-        }
-        self.inner.hot.owner.store(token.get(), Relaxed);
-        self.inner.hot.last_holder.store(token.get(), Relaxed);
-        self.inner.hot.syscall_owner.store(0, Relaxed);
-        self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
-        self.inner.hot.switch_number.store(1, Relaxed);
-        self.inner.hot.acquisitions.store(1, Relaxed);
-        self.inner.hot.acquired_at.store(0, Relaxed);
-        self.reset_histograms();
-        let instr = self.inner.hot.instr.load(Relaxed) != 0;
-        self.inner.hot.word.reset_held(instr);
+        // The old `Slow` and `Accounts` are deliberately kept forever, see
+        // above.
+        let slow = self.inner.room.replace_after_fork();
+        // SAFETY: `Room` only ever holds a pointer from `Box::into_raw`, and
+        // one it has replaced is only ever retired, never freed.
+        unsafe { retire(&RETIRED, slow, |s| &s.next_retired) };
+        let accounts = self.inner.observers.replace_after_fork();
+        // SAFETY: as for `slow`, with `Observers`.
+        unsafe { retire(&RETIRED_ACCOUNTS, accounts, |a| &a.next_retired) };
+        self.inner.tally.reset();
+        self.inner.hot.reset_after_fork(token);
     }
 }

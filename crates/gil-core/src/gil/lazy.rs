@@ -11,61 +11,42 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::word::{INSTR, WAITERS};
-use super::{bump, Gil};
+use super::Gil;
 use crate::policy;
 use crate::reason::ReleaseReason;
-use crate::Token;
-
-/// How a lazy voluntary release went.
-pub(super) enum Lazy {
-    /// The holder is marked as in a system call.
-    Done,
-    /// A drop request is pending: the release must be a real one.
-    /// `observed`: it has been reported to observers already.
-    Real { observed: bool },
-    /// Called from inside one of the lock's callbacks: nothing changed.
-    Reentrant,
-}
+use crate::{GilError, Token};
 
 impl Gil {
     /// A lazy voluntary release: mark the holder as in a system call, unless
     /// the release must be a real one (a drop request is pending).
     #[inline]
-    pub(super) fn release_lazily(&self, token: Token) -> Lazy {
+    pub(super) fn release_lazily(&self, token: Token) -> Result<(), GilError> {
         let hot = &*self.inner.hot;
-        // Written while still the holder: nobody else writes these now.
-        hot.syscall_owner.store(token.get(), Relaxed);
-        hot.owner.store(0, Relaxed);
-        let s = hot.word.load(Relaxed);
-        if s & (WAITERS | INSTR) == 0 {
-            bump(&hot.lazy_releases, 1);
-            if hot.word.enter_call(s, false).is_ok() {
-                return Lazy::Done;
-            }
-            // A waiter (or an observer) came: undo the count.
-            hot.lazy_releases
-                .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
+        hot.letting_go_lazily(token);
+        let s = hot.word().load(Relaxed);
+        // A waiter (or an observer) came: the contended path then.
+        if s & (WAITERS | INSTR) == 0 && hot.enter_call(s, false).is_ok() {
+            return Ok(());
         }
         self.release_lazily_contended(token)
     }
 
     /// `release_lazily` when observers are on or somebody waits.
     #[cold]
-    fn release_lazily_contended(&self, token: Token) -> Lazy {
+    fn release_lazily_contended(&self, token: Token) -> Result<(), GilError> {
         let hot = &*self.inner.hot;
         if self.in_callback() {
-            // See `release_contended`; `syscall_owner` means nothing
-            // without SYSCALL, which is clear while `token` holds the lock.
-            hot.owner.store(token.get(), Relaxed);
-            return Lazy::Reentrant;
+            // See `release_contended`.
+            hot.lazy_release_undone(token);
+            return Err(GilError::Reentrant);
         }
-        let s = hot.word.load(Relaxed);
+        let s = hot.word().load(Relaxed);
         let observed = s & INSTR != 0;
         if observed {
             self.observe_release(token, ReleaseReason::Voluntary);
         }
-        if self.mark_in_call(s, |s| s & WAITERS == 0) {
-            return Lazy::Done;
+        if hot.mark_in_call(s, |s| s & WAITERS == 0) {
+            return Ok(());
         }
         // Somebody waits: under the mutex, so that who waits is known and,
         // without the monitor, the waiter that is woken starts timing the
@@ -73,19 +54,20 @@ impl Gil {
         // waiter, makes the release a real one.
         let slow = self.slow();
         let room = slow.mutex.lock();
-        if self.inner.drop_request.load(Relaxed) || policy::lazy_hands_over(self.inner.policy, room.census) {
+        let policy = self.inner.tuning.policy();
+        if self.inner.room.drop_requested() || policy::lazy_hands_over(policy, room.census) {
             drop(room);
-            hot.owner.store(token.get(), Relaxed);
-            return Lazy::Real { observed };
+            hot.lazy_release_undone(token);
+            return self.release_now(token, ReleaseReason::Voluntary, observed);
         }
-        self.mark_in_call(hot.word.load(Relaxed), |_| true);
-        if self.inner.monitor {
+        hot.mark_in_call(hot.word().load(Relaxed), |_| true);
+        if self.inner.tuning.monitored() {
             // The monitor keeps the time: no wake-up, at most a signal to it.
             drop(room);
             self.ask_monitor_to_look();
         } else {
-            room.wake_next(self.inner.policy);
+            room.wake_next(policy);
         }
-        Lazy::Done
+        Ok(())
     }
 }

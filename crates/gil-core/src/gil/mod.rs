@@ -1,18 +1,28 @@
 //! The lock: CPython's new-GIL protocol around a one-word fast path, with
 //! the priority policy, lazy release and the monitor as options.
 //!
-//! One concept per file:
+//! One concept per file. The lock's state, each part with one owner that
+//! alone writes it:
 //!
 //! | file           | what it holds                                                          |
 //! |----------------|------------------------------------------------------------------------|
-//! | `mod.rs`       | [`Gil`]: the public calls, configuration, queries, counters             |
-//! | `word.rs`      | the lock word (`Word`: every change to it, each ordering argued once), its state table, and the uncontended paths |
-//! | `room.rs`      | the waiting room (the monitor's share too): join / leave, wake-ups, drop requests, forced switching |
-//! | `wait.rs`      | waiting without the monitor: each waiter keeps its own time            |
-//! | `monitor.rs`   | waiting with the monitor: a queue, and what a look at a lock does      |
+//! | `word.rs`      | the lock word (`Word`: every change to it, each ordering argued once), its state table, and the fields the holder writes with it (`Hot`) |
+//! | `room.rs`      | the waiting room: its mutex-guarded queue and census, the drop request and the watch (`Room`) |
+//! | `tuning.rs`    | the settings the lock was built with, and the switch interval         |
+//! | `counters.rs`  | the counters kept under the room's mutex, and the snapshot callers get |
+//! | `observers.rs` | what observers asked for and collect: hooks, histograms, accounts      |
+//!
+//! and the paths through it, each a part of [`Gil`]'s behaviour:
+//!
+//! | file           | what it does                                                           |
+//! |----------------|------------------------------------------------------------------------|
+//! | `mod.rs`       | [`Gil`]: the public calls, the uncontended paths, queries, counters   |
+//! | `handoff.rs`   | under the room's mutex: join / leave, whose turn it is, drop requests, a new holder, a release that wakes the next, forced switching |
+//! | `wait.rs`      | waiting: one loop for every waiter, and the time a waiter keeps itself  |
+//! | `monitor.rs`   | the time the monitor keeps instead: what a look at a lock does         |
 //! | `monitor/process.rs` | the process-wide monitor thread that keeps the time         |
 //! | `lazy.rs`      | lazy release                                                           |
-//! | `observe.rs`   | event hook and histograms                                              |
+//! | `observe.rs`   | event hooks, histograms and accounts: turning them on, feeding them    |
 //! | `callbacks.rs` | which of the lock's callbacks a thread is inside (re-entry)            |
 //! | `fork.rs`      | re-creating the lock in a fork child                                   |
 //!
@@ -28,67 +38,29 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 mod callbacks;
+mod counters;
 mod fork;
+mod handoff;
 mod lazy;
-mod monitor;
+pub(crate) mod monitor;
 mod observe;
+mod observers;
 mod room;
+mod tuning;
 mod wait;
 mod word;
 
-pub use monitor::monitor_wakeups;
-
-use self::lazy::Lazy;
-use self::room::Slow;
+pub use self::counters::Counters;
+use self::counters::Tally;
+use self::observers::Observers;
+use self::room::{Room, Slow};
+use self::tuning::Tuning;
 use self::word::{Hot, INSTR, LOCKED, SYSCALL, WAITERS};
 use crate::accounting::Accounts;
 use crate::class::{self, ThreadClass};
-use crate::config::{
-    check_laps, check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback,
-    DEFAULT_SWITCH_INTERVAL_US,
-};
-use crate::events::HookList;
 use crate::policy;
 use crate::reason::ReleaseReason;
-use crate::stats::Histogram;
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU64};
 use crate::{GilConfig, GilError, Policy, Token};
-
-/// A snapshot of a lock's counters, all since creation (or the last
-/// [`Gil::reinit_after_fork`]).
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Successful `acquire` / `try_acquire` calls, reclaims after a lazy
-    /// release included.
-    pub acquisitions: u64,
-    /// Acquisitions by a different token than the previous holder
-    /// (CPython's `switch_number`).
-    pub switches: u64,
-    /// Drop requests raised by waiters (a repeated request for a drop already
-    /// pending is not counted again).
-    pub drop_requests: u64,
-    /// Forced releases after which another thread took the lock before the
-    /// releaser returned.
-    pub forced_switches: u64,
-    /// Time spent waiting in `acquire` calls that did not get the lock at once.
-    pub wait_time: Duration,
-    /// Priority policy: drop requests raised at once by an I/O-class waiter
-    /// against a CPU-class holder.
-    pub preemptions: u64,
-    /// Lazy release: voluntary releases that only marked a system call.
-    pub lazy_releases: u64,
-    /// Lazy release: system calls that outlasted the threshold while a
-    /// thread waited, so that thread took the lock over.
-    pub lazy_takeovers: u64,
-    /// Priority policy: CPU-class waiters that reached the starvation bound
-    /// and were served before I/O-class ones.
-    pub starvation_promotions: u64,
-    /// Priority policy with a spin limit: times a CPU-class waiter spun
-    /// while an I/O-class thread held the lock and took it when that thread
-    /// let go, without sleeping (see [`GilConfig::spin_us`]).
-    pub cpu_spin_takes: u64,
-}
 
 /// What a waiter checks when one switch interval has passed (see
 /// [`Gil::acquire_or_abort`]).
@@ -104,49 +76,18 @@ pub struct Gil {
 }
 
 /// Everything a lock is, shared by its [`Gil`] handle and, while it has
-/// waiters, the monitor thread.
+/// waiters, the monitor thread: its parts, split by who writes them.
 struct Inner {
+    /// The lock word and what the holder writes with it.
     hot: CachePadded<Hot>,
-    /// "Holder, please drop": raised by a waiter, polled by the holder.
-    drop_request: CachePadded<AtomicBool>,
-    interval_us: AtomicU64,
-    drop_requests: AtomicU64,
-    forced_switches: AtomicU64,
-    wait_ns: AtomicU64,
-    preemptions: AtomicU64,
-    lazy_takeovers: AtomicU64,
-    starvation_promotions: AtomicU64,
-    cpu_spin_takes: AtomicU64,
-    policy: Policy,
-    /// `Some(threshold)` when lazy release is on.
-    lazy_release: Option<Duration>,
-    /// Timed by the monitor thread, waiters served in order (`monitor.rs`).
-    monitor: bool,
-    /// How long a thread waiting for a hand-off spins before sleeping
-    /// (`GilConfig::spin_us`), while spinning can help (`Gil::spin_limit`).
-    spin: Option<Duration>,
-    /// The spin limit as configured, in microseconds.
-    spin_us: u64,
-    /// Set while a CPU-class waiter spins for an I/O-class holder: one
-    /// at a time (`Gil::spin_while_io_holds`).
-    cpu_spinner: AtomicBool,
-    /// Priority policy with a spin limit: a CPU-class thread always takes
-    /// the lock through the waiting room (`Gil::try_fast_unless_cpu`).
-    cpu_through_room: bool,
-    /// The bound on laps (0: none), see `GilConfig::laps`.
-    laps: u32,
-    on_drop_request: Option<DropRequestCallback>,
-    /// Always a valid `Box<Slow>` from `Box::into_raw`; freed only in `Drop`.
-    slow: AtomicPtr<Slow>,
-    hook: HookList,
-    /// Per-thread accounting. Always a valid `Box<Accounts>` from
-    /// `Box::into_raw`; replaced (the old one leaked) after a fork, freed
-    /// only in `Drop`.
-    accounts: std::sync::atomic::AtomicPtr<Accounts>,
-    wait_hist: Histogram,
-    hold_hist: Histogram,
-    /// Serialises changes of `Hot::instr` and the `INSTR` bit.
-    observers: std::sync::atomic::AtomicBool,
+    /// The waiting room, the drop request and the watch.
+    room: Room,
+    /// The settings (written only by `set_switch_interval_us`).
+    tuning: Tuning,
+    /// The counters kept under the room's mutex.
+    tally: Tally,
+    /// The observers' hooks, histograms and accounts.
+    observers: Observers,
 }
 
 impl Gil {
@@ -158,11 +99,8 @@ impl Gil {
     /// duration is out of range, [`GilError::InvalidLaps`] if the bound on
     /// laps is.
     pub fn new(config: GilConfig) -> Result<Gil, GilError> {
-        let interval = check_switch_interval(config.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US))?;
-        let lazy = check_lazy_threshold(config.lazy_release_us)?;
-        let spin = check_spin(config.spin_us)?;
-        let laps = check_laps(config.laps)?;
-        if spin > 0 {
+        let tuning = Tuning::new(config)?;
+        if tuning.spin_us() > 0 {
             // The CPU quota is read here, then by threads made to let go
             // (`release_contended`), never on a waiter's way to the lock.
             crate::sync::refresh_quota(true);
@@ -170,30 +108,10 @@ impl Gil {
         Ok(Gil {
             inner: Arc::new(Inner {
                 hot: CachePadded::new(Hot::new()),
-                drop_request: CachePadded::new(AtomicBool::new(false)),
-                interval_us: AtomicU64::new(interval),
-                drop_requests: AtomicU64::new(0),
-                forced_switches: AtomicU64::new(0),
-                wait_ns: AtomicU64::new(0),
-                preemptions: AtomicU64::new(0),
-                lazy_takeovers: AtomicU64::new(0),
-                starvation_promotions: AtomicU64::new(0),
-                cpu_spin_takes: AtomicU64::new(0),
-                policy: config.policy,
-                lazy_release: lazy.map(Duration::from_micros),
-                monitor: config.monitor,
-                spin: (spin > 0).then(|| Duration::from_micros(spin)),
-                spin_us: spin,
-                cpu_spinner: AtomicBool::new(false),
-                cpu_through_room: config.policy == Policy::Priority && spin > 0,
-                laps,
-                on_drop_request: config.on_drop_request,
-                slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
-                hook: HookList::new(),
-                accounts: std::sync::atomic::AtomicPtr::new(Box::into_raw(Box::new(Accounts::new()))),
-                wait_hist: Histogram::new(),
-                hold_hist: Histogram::new(),
-                observers: std::sync::atomic::AtomicBool::new(false),
+                room: Room::new(),
+                tuning,
+                tally: Tally::new(),
+                observers: Observers::new(),
             }),
         })
     }
@@ -257,14 +175,14 @@ impl Gil {
         if self.in_callback() {
             return Err(GilError::Reentrant);
         }
-        if self.inner.hot.word.load(Relaxed) & LOCKED != 0 {
+        if self.inner.hot.locked() {
             return Ok(false);
         }
         // Free, but waiters are being woken: take it under the mutex, like
         // they do, so they always see a consistent holder.
         let slow = self.slow();
         let mut room = slow.mutex.lock();
-        if !self.may_take_now(token, class, &mut room) || !self.try_lock_word() {
+        if !self.may_take_now(token, class, &mut room) || !self.inner.hot.word().try_lock() {
             return Ok(false);
         }
         self.took_over_under_mutex(token, class, false, slow, &mut room);
@@ -277,63 +195,61 @@ impl Gil {
     /// [`GilError::NotHolder`] if `token` does not hold the lock.
     #[inline]
     pub fn release(&self, token: Token, reason: ReleaseReason) -> Result<(), GilError> {
-        if self.inner.hot.owner.load(Relaxed) != token.get() {
+        if !self.inner.hot.holds(token) {
             return Err(GilError::NotHolder);
         }
         // Before anything can fail: a release refused as re-entrant leaves
         // this record too, but it is never read before the thread's real
         // release overwrites it (only a later acquisition reads it).
         self.remember_class(token, reason);
-        let mut observed = false;
-        if reason == ReleaseReason::Voluntary && self.inner.lazy_release.is_some() {
-            match self.release_lazily(token) {
-                Lazy::Done => return Ok(()),
-                Lazy::Real { observed: o } => observed = o,
-                Lazy::Reentrant => return Err(GilError::Reentrant),
-            }
+        if reason == ReleaseReason::Voluntary && self.inner.tuning.lazy_release().is_some() {
+            return self.release_lazily(token);
         }
-        self.inner.hot.owner.store(0, Relaxed);
-        if reason == ReleaseReason::Final {
-            self.inner.hot.last_holder.store(0, Relaxed);
-        }
-        // A pending drop request implies a waiter, hence WAITERS, hence the
-        // slow path: the fast path never has a request to answer.
-        if self.inner.hot.word.unlock_alone() {
-            return Ok(());
-        }
-        self.release_contended(token, reason, observed)
+        self.release_now(token, reason, false)
     }
 
     /// Under the priority policy, records the class `token` has after
     /// releasing for `reason` (see [`class`]).
     #[inline]
     fn remember_class(&self, token: Token, reason: ReleaseReason) {
-        if let Some(class) = policy::class_after(self.inner.policy, reason) {
+        if let Some(class) = policy::class_after(self.inner.tuning.policy(), reason) {
             class::remember(self.id(), token.get(), class);
         }
+    }
+
+    /// The release itself, not a lazy one. `observed`: it was reported to
+    /// observers already.
+    #[inline]
+    fn release_now(&self, token: Token, reason: ReleaseReason, observed: bool) -> Result<(), GilError> {
+        self.inner.hot.letting_go(reason == ReleaseReason::Final);
+        // A pending drop request implies a waiter, hence WAITERS, hence the
+        // slow path: the fast path never has a request to answer.
+        if self.inner.hot.word().unlock_alone() {
+            return Ok(());
+        }
+        self.release_contended(token, reason, observed)
     }
 
     /// A release that the fast path could not make: observers are on, or
     /// somebody waits. `observed`: the release was already reported.
     #[cold]
     fn release_contended(&self, token: Token, reason: ReleaseReason, observed: bool) -> Result<(), GilError> {
+        let hot = &*self.inner.hot;
         if self.in_callback() {
             // From inside one of this lock's callbacks (which always runs
             // while the lock is awaited or observed, so the fast path failed
-            // and led here): the mutex may be ours already. Undo `release`'s
-            // stores: `token` holds the lock, so it was `last_holder` too.
-            self.inner.hot.owner.store(token.get(), Relaxed);
-            self.inner.hot.last_holder.store(token.get(), Relaxed);
+            // and led here): the mutex may be ours already.
+            hot.release_refused(token);
             return Err(GilError::Reentrant);
         }
-        if self.inner.hot.word.load(Relaxed) & INSTR != 0 && !observed {
+        if hot.word().load(Relaxed) & INSTR != 0 && !observed {
             self.observe_release(token, reason);
         }
-        if self.inner.hot.word.unlock_unless_waiters() {
+        if hot.word().unlock_unless_waiters() {
             return Ok(());
         }
         self.release_slow(token, reason);
-        if reason == ReleaseReason::Forced && self.inner.spin.is_some() {
+        if reason == ReleaseReason::Forced && self.inner.tuning.spin_us() > 0 {
             // Made to let go, and switched: a moment nobody waits on this
             // thread, for the (slow, rate-bounded) re-read of the quota.
             crate::sync::refresh_quota(false);
@@ -341,11 +257,85 @@ impl Gil {
         Ok(())
     }
 
+    /// `acquire`'s uncontended paths: reclaim our own lazily released lock,
+    /// or take a free one nobody waits for, except as a CPU-class thread
+    /// that always goes through the waiting room
+    /// ([`policy::cpu_through_room`]). A reclaim needs no class (a thread
+    /// back from its own call is I/O-class: a lazy release is a voluntary
+    /// one, and nothing else runs on this thread in between), so the class
+    /// is looked up only for a free lock.
+    #[inline]
+    fn try_fast_unless_cpu(&self, token: Token) -> bool {
+        if self.reclaim_fast(token) {
+            return true;
+        }
+        let class = self.class_of(token);
+        if class == ThreadClass::Cpu && self.inner.tuning.cpu_through_room() {
+            return false;
+        }
+        self.take_free(token, class)
+    }
+
+    /// The uncontended paths as a thread of `class`: reclaim our own lazily
+    /// released lock, or take a free one nobody waits for.
+    #[inline]
+    fn try_fast(&self, token: Token, class: ThreadClass) -> bool {
+        self.reclaim_fast(token) || self.take_free(token, class)
+    }
+
+    /// With lazy release: takes back our own lazily released lock, if the
+    /// call's episode is still ours; whether it did.
+    #[inline]
+    fn reclaim_fast(&self, token: Token) -> bool {
+        if self.inner.tuning.lazy_release().is_none() {
+            return false;
+        }
+        let hot = &*self.inner.hot;
+        let Some(before) = hot.reclaim(token) else {
+            return false;
+        };
+        hot.back_from_call(token);
+        if before & INSTR != 0 {
+            self.observe_acquire(token);
+        }
+        true
+    }
+
+    /// Takes a free lock nobody waits for, as a thread of `class`; whether
+    /// it did.
+    #[inline]
+    fn take_free(&self, token: Token, class: ThreadClass) -> bool {
+        let hot = &*self.inner.hot;
+        match hot.word().lock_free() {
+            Ok(()) => {
+                hot.became_holder(token, class);
+                true
+            }
+            Err(s) if s & !INSTR == 0 => self.try_fast_observed(token, class),
+            Err(_) => false,
+        }
+    }
+
+    /// The fast path with observers on: free and nobody waits, but `INSTR`
+    /// is set.
+    #[cold]
+    fn try_fast_observed(&self, token: Token, class: ThreadClass) -> bool {
+        if self.in_callback() {
+            return false; // the slow path says why
+        }
+        if self.inner.hot.word().lock_free_observed() {
+            self.inner.hot.became_holder(token, class);
+            self.observe_acquire(token);
+            return true;
+        }
+        false
+    }
+
     /// Whether a waiter has asked the current holder to drop the lock. One
     /// relaxed load: cheap enough to poll in an interpreter loop.
     #[inline]
     pub fn drop_requested(&self) -> bool {
-        self.inner.drop_request.load(Relaxed)
+        self.inner.room.drop_requested()
     }
 
     /// For hosts that poll: if a drop has been requested, releases with
@@ -354,7 +344,7 @@ impl Gil {
     /// # Errors
     /// [`GilError::NotHolder`] if `token` does not hold the lock.
     pub fn handle_drop_request(&self, token: Token) -> Result<bool, GilError> {
-        if self.inner.hot.owner.load(Relaxed) != token.get() {
+        if !self.inner.hot.holds(token) {
             return Err(GilError::NotHolder);
         }
         if !self.drop_requested() {
@@ -367,7 +357,7 @@ impl Gil {
 
     /// The switch interval in microseconds, as set (0 means 1 µs in effect).
     pub fn switch_interval_us(&self) -> u64 {
-        self.inner.interval_us.load(Relaxed)
+        self.inner.tuning.interval_us()
     }
 
     /// Sets the switch interval; waiters use it from their next wait on.
@@ -378,8 +368,8 @@ impl Gil {
     /// [`MAX_SWITCH_INTERVAL_US`](crate::MAX_SWITCH_INTERVAL_US); the
     /// interval is then unchanged.
     pub fn set_switch_interval_us(&self, us: u64) -> Result<(), GilError> {
-        self.inner.interval_us.store(check_switch_interval(us)?, Relaxed);
-        if self.inner.monitor && self.inner.hot.word.load(Relaxed) & WAITERS != 0 {
+        self.inner.tuning.set_interval_us(us)?;
+        if self.inner.tuning.monitored() && self.inner.hot.word().load(Relaxed) & WAITERS != 0 {
             // The monitor's schedule was made with the old interval.
             self.ask_monitor_to_look();
         }
@@ -389,37 +379,30 @@ impl Gil {
     /// This lock's configuration as it stands (the switch interval may have
     /// changed since it was built).
     pub fn settings(&self) -> crate::Settings {
-        crate::Settings {
-            switch_interval_us: self.switch_interval_us(),
-            policy: self.inner.policy,
-            lazy_release_us: self.lazy_release_us(),
-            monitor: self.inner.monitor,
-            spin_us: self.spin_us(),
-            laps: self.inner.laps,
-        }
+        self.inner.tuning.settings()
     }
 
     /// The scheduling policy this lock was built with.
     pub fn policy(&self) -> Policy {
-        self.inner.policy
+        self.inner.tuning.policy()
     }
 
     /// Whether the monitor thread keeps this lock's time
     /// ([`GilConfig::monitor`]).
     pub fn uses_monitor(&self) -> bool {
-        self.inner.monitor
+        self.inner.tuning.monitored()
     }
 
     /// The bound on laps (0: none), see [`GilConfig::laps`].
     pub fn laps(&self) -> u32 {
-        self.inner.laps
+        self.inner.tuning.laps()
     }
 
     /// The spin limit in microseconds (0: no spinning), as configured: see
     /// [`GilConfig::spin_us`]. [`Gil::spin_us_now`] says whether the
     /// calling thread would spin now.
     pub fn spin_us(&self) -> u64 {
-        self.inner.spin_us
+        self.inner.tuning.spin_us()
     }
 
     /// The spin limit in effect for the calling thread now: [`Gil::spin_us`],
@@ -429,26 +412,22 @@ impl Gil {
     /// affinity at most every 10 ms, the quota at most once a second (by a
     /// thread made to let go of the lock, after the switch).
     pub fn spin_us_now(&self) -> u64 {
-        self.spin_limit().map_or(0, |_| self.inner.spin_us)
-    }
-
-    /// The spin limit in effect for the calling thread now (see
-    /// [`Gil::spin_us_now`]): for the waiting paths, which re-read the
-    /// CPUs at a bounded rate.
-    pub(super) fn spin_limit(&self) -> Option<Duration> {
-        self.inner.spin.filter(|_| crate::sync::spinning_helps())
+        self.inner
+            .tuning
+            .spin_limit()
+            .map_or(0, |_| self.inner.tuning.spin_us())
     }
 
     /// The lazy-release threshold in microseconds, `None` if lazy release is off.
     pub fn lazy_release_us(&self) -> Option<u64> {
-        self.inner.lazy_release.map(|d| d.as_micros() as u64)
+        self.inner.tuning.lazy_release().map(|d| d.as_micros() as u64)
     }
 
     /// Whether some token holds the lock (racy by nature; for observers). A
     /// lazily released lock does not count: its thread released it, and the
     /// lock is only reserved for it ([`is_reserved`](Self::is_reserved)).
     pub fn is_locked(&self) -> bool {
-        self.inner.hot.word.load(Relaxed) & (LOCKED | SYSCALL) == LOCKED
+        self.inner.hot.word().load(Relaxed) & (LOCKED | SYSCALL) == LOCKED
     }
 
     /// Whether the lock is reserved for a thread that released it lazily
@@ -457,41 +436,36 @@ impl Gil {
     /// [`settle`](Self::settle) ends a reservation nobody waits for (racy by
     /// nature; for observers).
     pub fn is_reserved(&self) -> bool {
-        self.inner.hot.word.load(Relaxed) & SYSCALL != 0
+        self.inner.hot.word().load(Relaxed) & SYSCALL != 0
     }
 
     /// The token holding the lock and running, if any: `None` while the
     /// lock is free or its holder is in a lazily released system call (racy
     /// by nature; for observers).
     pub fn holder(&self) -> Option<Token> {
-        Token::new(self.inner.hot.owner.load(Relaxed))
+        self.inner.hot.holder()
     }
 
     /// The token that took the lock most recently, even if it has released
     /// it since — unless that was a final release (CPython's `last_holder`).
     pub fn last_holder(&self) -> Option<Token> {
-        Token::new(self.inner.hot.last_holder.load(Relaxed))
+        self.inner.hot.last_holder()
     }
 
     /// How many times the lock has changed hands (CPython's `switch_number`).
     pub fn switch_number(&self) -> u64 {
-        self.inner.hot.switch_number.load(Relaxed)
+        self.inner.hot.switch_number()
     }
 
     /// A snapshot of the counters. Each is read without the lock, so the
     /// snapshot is not atomic as a whole.
     pub fn counters(&self) -> Counters {
+        let hot = &*self.inner.hot;
         Counters {
-            acquisitions: self.inner.hot.acquisitions.load(Relaxed),
-            switches: self.inner.hot.switch_number.load(Relaxed),
-            drop_requests: self.inner.drop_requests.load(Relaxed),
-            forced_switches: self.inner.forced_switches.load(Relaxed),
-            wait_time: Duration::from_nanos(self.inner.wait_ns.load(Relaxed)),
-            preemptions: self.inner.preemptions.load(Relaxed),
-            lazy_releases: self.inner.hot.lazy_releases.load(Relaxed),
-            lazy_takeovers: self.inner.lazy_takeovers.load(Relaxed),
-            starvation_promotions: self.inner.starvation_promotions.load(Relaxed),
-            cpu_spin_takes: self.inner.cpu_spin_takes.load(Relaxed),
+            acquisitions: hot.acquisitions(),
+            switches: hot.switch_number(),
+            lazy_releases: hot.lazy_releases(),
+            ..self.inner.tally.snapshot()
         }
     }
 
@@ -499,10 +473,10 @@ impl Gil {
     /// be freed. A lazily released lock nobody waits for counts as idle: its
     /// thread has released it ([`settle`](Self::settle) ends the reservation).
     pub fn is_idle(&self) -> bool {
-        let s = self.inner.hot.word.load(Acquire);
+        let s = self.inner.hot.word().load(Acquire);
         // A waiter watching with `WAITERS` cleared (`spin_while_io_holds`)
         // is the CPU spinner.
-        s & WAITERS == 0 && s & (LOCKED | SYSCALL) != LOCKED && !self.inner.cpu_spinner.load(Relaxed)
+        s & WAITERS == 0 && s & (LOCKED | SYSCALL) != LOCKED && !self.inner.room.watched()
     }
 
     /// Ends the reservation of a lazily released lock that nobody waits
@@ -510,7 +484,7 @@ impl Gil {
     /// ordinary way when it comes back), and says whether the lock is now
     /// idle: neither held nor awaited.
     pub fn settle(&self) -> bool {
-        self.inner.hot.word.settle()
+        self.inner.hot.word().settle()
     }
 
     /// Destroys the lock, refusing if it is held or awaited: returns it with
@@ -544,7 +518,7 @@ impl Gil {
         let slow = self.slow();
         let mut room = slow.mutex.lock();
         room.clock.tick();
-        if self.inner.monitor {
+        if self.inner.tuning.monitored() {
             self.monitor_pass_locked(&mut room);
         }
         under_mutex();
@@ -561,24 +535,19 @@ impl Gil {
         }
     }
 
-    fn slow(&self) -> &Slow {
-        let ptr = self.inner.slow.load(Acquire);
-        // SAFETY:
-        // - `slow` always holds a pointer from `Box::into_raw` (set in `new`
-        //   and `reinit_after_fork`);
-        // - a replaced box is leaked, never freed, and the current one is
-        //   freed only in `Drop`, which cannot run while `&self` lives.
-        unsafe { &*ptr }
+    /// The switch interval in effect (0 set means 1 µs).
+    fn interval(&self) -> Duration {
+        self.inner.tuning.interval()
     }
 
+    /// The waiting room's mutex-guarded part.
+    fn slow(&self) -> &Slow {
+        self.inner.room.slow()
+    }
+
+    /// The per-thread accounts.
     fn accounts(&self) -> &Accounts {
-        let ptr = self.inner.accounts.load(std::sync::atomic::Ordering::Acquire);
-        // SAFETY:
-        // - `accounts` always holds a pointer from `Box::into_raw` (set in
-        //   `new` and `reinit_after_fork`);
-        // - a replaced box is leaked, never freed, and the current one is
-        //   freed only in `Drop`, which cannot run while `&self` lives.
-        unsafe { &*ptr }
+        self.inner.observers.accounts()
     }
 
     /// This lock's identity for per-thread class memory.
@@ -588,7 +557,7 @@ impl Gil {
 
     #[inline]
     fn class_of(&self, token: Token) -> ThreadClass {
-        match self.inner.policy {
+        match self.inner.tuning.policy() {
             Policy::Priority => class::recall(self.id(), token.get()),
             _ => ThreadClass::Io,
         }
@@ -596,9 +565,7 @@ impl Gil {
 
     #[inline]
     fn check_not_holder(&self, token: Token) -> Result<(), GilError> {
-        // Only `token` itself ever stores `token` here, and it clears it
-        // before letting go, so this read is exact for the calling token.
-        if self.inner.hot.owner.load(Relaxed) == token.get() {
+        if self.inner.hot.holds(token) {
             Err(GilError::AlreadyHeld)
         } else {
             Ok(())
@@ -606,42 +573,18 @@ impl Gil {
     }
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        let ptr = self.slow.load(Acquire);
-        // SAFETY:
-        // - `ptr` came from `Box::into_raw` and is freed only here;
-        // - `&mut self` means no thread is inside a method using it.
-        drop(unsafe { Box::from_raw(ptr) });
-        let ptr = *self.accounts.get_mut();
-        // SAFETY: as for `slow`.
-        drop(unsafe { Box::from_raw(ptr) });
-    }
-}
-
 impl std::fmt::Debug for Gil {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gil")
-            .field("policy", &self.inner.policy)
+            .field("policy", &self.policy())
             .field("lazy_release_us", &self.lazy_release_us())
-            .field("monitor", &self.inner.monitor)
+            .field("monitor", &self.uses_monitor())
             .field("spin_us", &self.spin_us())
-            .field("laps", &self.inner.laps)
+            .field("laps", &self.laps())
             .field("switch_interval_us", &self.switch_interval_us())
             .field("holder", &self.holder())
             .field("drop_requested", &self.drop_requested())
             .field("counters", &self.counters())
             .finish()
     }
-}
-
-/// Adds to a counter that has a single writer at a time (the holder, or
-/// whoever holds the mutex): a load and a store, no read-modify-write.
-#[inline]
-fn bump(counter: &AtomicU64, by: u64) {
-    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
-}
-
-fn saturating_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -57,26 +57,26 @@
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Duration;
 
-use super::room::{first_seen, Slow, WaitRoom, Waiter};
+use super::room::{first_seen, WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
-use super::{bump, AbortCheck, Gil};
+use super::Gil;
 use crate::policy;
-use crate::sync::{Condvar, MutexGuard};
+use crate::sync::MutexGuard;
 
 impl Gil {
     /// A monitored lock just changed hands under the mutex: time the new holder.
     pub(super) fn watch_new_holder(&self, room: &mut WaitRoom) {
         let now = room.clock.now();
-        room.monitor.watch = Some((self.inner.hot.switch_number.load(Relaxed), now));
+        room.monitor.watch = Some((self.inner.hot.switch_number(), now));
     }
 
     /// Waiter `w` has just joined: makes sure the monitor watches the lock.
-    fn monitor_joined(&self, room: &mut WaitRoom, w: &Waiter) {
+    pub(super) fn monitor_joined(&self, room: &mut WaitRoom, w: &Waiter) {
         if room.queue.len() == 1 {
             // The first waiter: the holder's interval (and its call, if it
             // is in one) is timed from now, even if the lock is still in the
             // monitor's list with a schedule made for earlier waiters.
-            let sn = self.inner.hot.switch_number.load(Relaxed);
+            let sn = self.inner.hot.switch_number();
             room.monitor.watch = Some((sn, w.since));
             room.monitor.episode = None;
             room.monitor.deferred = false;
@@ -92,83 +92,24 @@ impl Gil {
         }
     }
 
-    /// Waiter `w` of a monitored lock waits in `room` until it has taken
-    /// the lock word (true) or `should_abort` said to give up (false); the
-    /// monitor keeps the time.
-    pub(super) fn wait_monitored<'s>(
+    /// One round's wait of a waiter of a monitored lock: until it is woken
+    /// (a release, a look of the monitor's), or, with an abort check to ask
+    /// (`abortable`), for at most a switch interval. Without a monitor
+    /// thread the waiter takes the monitor's look itself and waits until
+    /// the next one is due. Whether the wait timed out.
+    pub(super) fn wait_for_monitor(
         &self,
-        slow: &'s Slow,
-        mut room: MutexGuard<'s, WaitRoom>,
-        w: &Waiter,
-        cond: &Condvar,
-        should_abort: &mut AbortCheck<'_>,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
-        let policy = self.inner.policy;
-        let hot = &*self.inner.hot;
-        let token = w.token;
-        self.monitor_joined(&mut room, w);
-        // The switch number of the holder already preempted by this waiter.
-        let mut preempted: Option<u64> = None;
-        // The switch number of the I/O-class holder this waiter has spun
-        // for, and whether the last round did.
-        let mut spun_on: Option<u64> = None;
-        let mut spun = false;
-        loop {
-            let s = hot.word.load(Relaxed);
-            if s & SYSCALL != 0 && self.reclaim(token).is_some() {
-                break; // our own system call: just take it back
-            }
-            let may_take = self.may_take_queued(&mut room, w);
-            if may_take {
-                let watched;
-                (room, watched) = self.grace_before_take(slow, room, w, s, &mut spun_on);
-                if watched {
-                    spun = true;
-                    continue;
-                }
-            }
-            if may_take && self.try_lock_word() {
-                if spun {
-                    self.took_after_spin();
-                }
-                break;
-            }
-            spun = false;
-            // Priority: an I/O-class waiter asks a CPU-class holder at once.
-            let sn = hot.switch_number.load(Relaxed);
-            let (holder, slice) = self.holder_class();
-            if s & (LOCKED | SYSCALL) == LOCKED
-                && policy::preempts(policy, w.class, holder, slice)
-                && preempted != Some(sn)
-            {
-                preempted = Some(sn);
-                let asked_and_spun;
-                (room, asked_and_spun) = self.ask_at_once(slow, room, w, true);
-                if asked_and_spun {
-                    continue;
-                }
-            }
-            if s & LOCKED != 0 {
-                (room, spun) = self.spin_while_io_holds(slow, room, w, (s, sn), &mut spun_on);
-                if spun {
-                    continue;
-                }
-            }
-            let timed_out = if room.monitor.registered.is_none() {
-                // No monitor thread: keep the time ourselves.
-                let next = self.monitor_pass_locked(&mut room).unwrap_or_else(|| self.interval());
-                cond.wait_for(&mut room, next)
-            } else if should_abort.is_some() {
-                cond.wait_for(&mut room, self.interval())
-            } else {
-                cond.wait(&mut room);
-                false
-            };
-            if timed_out && self.ask_abort(should_abort) {
-                return (room, false);
-            }
+        room: &mut MutexGuard<'_, WaitRoom>,
+        w: &Waiter<'_>,
+        abortable: bool,
+    ) -> bool {
+        if room.monitor.registered.is_none() {
+            // No monitor thread: keep the time ourselves.
+            let next = self.monitor_pass_locked(room).unwrap_or_else(|| self.interval());
+            w.wait(room, true, next)
+        } else {
+            w.wait(room, abortable, self.interval())
         }
-        (room, true)
     }
 
     /// One look at a monitored lock, under its mutex: raises what is due
@@ -187,9 +128,9 @@ impl Gil {
         let mut next = interval;
 
         // A lazily released system call that outlasted the threshold.
-        let s = self.inner.hot.word.load(Acquire);
+        let s = self.inner.hot.word().load(Acquire);
         let mut new_episode = false;
-        match self.inner.lazy_release {
+        match self.inner.tuning.lazy_release() {
             Some(threshold) if s & SYSCALL != 0 => {
                 let gen = generation(s);
                 new_episode = room.monitor.episode.is_none_or(|(g, _)| g != gen);
@@ -208,13 +149,13 @@ impl Gil {
         // The starvation bound: the first CPU-class waiter, while nobody
         // starves, timed from its arrival or the CPU class's last turn.
         let (mut ask, mut starved) = (false, false);
-        if let Some(i) = policy::next_to_starve(self.inner.policy, room.census, room.queue.iter()) {
+        if let Some(i) = policy::next_to_starve(self.inner.tuning.policy(), room.census, room.queue.iter()) {
             let bound = policy::starvation_bound(interval);
-            let since = policy::starvation_start(room.queue[i].since, room.cpu_served);
+            let since = policy::starvation_start(room.queue[i].since, room.cpu_served());
             if room.clock.passed(since, bound) {
-                room.queue[i].starving = true;
-                room.census.starving += 1;
-                bump(&self.inner.starvation_promotions, 1);
+                let ticket = room.queue[i].ticket;
+                room.mark_starving(ticket);
+                self.inner.tally.starvation_promotion();
                 ask = true;
                 starved = true;
             } else {
@@ -224,22 +165,12 @@ impl Gil {
 
         // The switch interval.
         let mut interval_due = false;
-        let sn = self.inner.hot.switch_number.load(Relaxed);
+        let sn = self.inner.hot.switch_number();
         match room.monitor.watch {
             Some((w, since)) if w == sn => {
-                // A holder in its slice (timed from when it took the lock)
-                // is asked once the slice is over.
-                let hold = if self.holder_class().1 {
-                    policy::slice(interval)
-                } else {
-                    interval
-                };
+                let hold = policy::runs_for(interval, self.inner.hot.holder_class().1);
                 if room.clock.passed(since, hold) {
-                    if new_episode && !room.monitor.deferred {
-                        // The holder is in a call this look saw first: it
-                        // may be long (a late look), and then the next look,
-                        // within the threshold, takes it over instead. If it
-                        // is short, that look asks.
+                    if policy::defers_request(new_episode, room.monitor.deferred) {
                         room.monitor.deferred = true;
                     } else {
                         ask = true;
@@ -258,19 +189,18 @@ impl Gil {
         }
 
         if ask {
-            let s = self.inner.hot.word.load(Relaxed);
+            let s = self.inner.hot.word().load(Relaxed);
             if s & LOCKED == 0 {
                 // Free: make sure whoever goes first now is awake.
-                room.wake_next(self.inner.policy);
-            } else if interval_due || !self.holder_class().1 {
+                room.wake_next(self.inner.tuning.policy());
+            } else if interval_due || !self.inner.hot.holder_class().1 {
                 // Held (a holder in its slice only once the slice is
                 // over), or reserved for a holder in a lazily released call:
                 // then only the flag goes up, answered at its next release
                 // (a thread in short calls most of the time is asked too).
                 // A panicking host callback was caught; the flag is up, and
                 // the monitor has nobody to hand the panic to.
-                room.asked.interval |= interval_due;
-                room.asked.starving |= starved;
+                room.note_request(interval_due, starved);
                 let _ = self.request_drop(None);
             }
         }
@@ -281,21 +211,21 @@ impl Gil {
     /// `s`) and hands it to the designee. The thread in the call finds it
     /// gone when it comes back, and waits like anyone else.
     fn take_over_system_call(&self, s: u64, room: &mut WaitRoom) {
-        if !self.take_over_call(s, true) {
+        if !self.inner.hot.word().take_over_call(s, true) {
             return; // it came back (or the state moved): nothing to take
         }
-        bump(&self.inner.lazy_takeovers, 1);
+        self.inner.tally.lazy_takeover();
         room.monitor.episode = None;
         self.observe_takeover(None);
-        room.wake_next(self.inner.policy);
+        room.wake_next(self.inner.tuning.policy());
     }
 
     /// Makes the monitor look at this lock as soon as something may be due:
     /// within the lazy-release threshold if the holder is in a system call,
     /// else within the switch interval. Nothing if it will look by then.
     pub(super) fn ask_monitor_to_look(&self) {
-        let in_call = self.inner.hot.word.load(Relaxed) & SYSCALL != 0;
-        let within = match self.inner.lazy_release {
+        let in_call = self.inner.hot.word().load(Relaxed) & SYSCALL != 0;
+        let within = match self.inner.tuning.lazy_release() {
             Some(threshold) if in_call => threshold,
             _ => self.interval(),
         };

@@ -3,10 +3,9 @@
 //! `word.rs`); with one on, acquisitions and releases report themselves
 //! here, and every callback runs marked as inside the lock (`callbacks.rs`).
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use super::{bump, saturating_nanos, Gil};
+use super::Gil;
 use crate::accounting::Release;
 use crate::events::{now_ns, Event, EventHook, EventKind, EventMask, HookId, OwnedHook};
 use crate::reason::ReleaseReason;
@@ -20,15 +19,6 @@ pub(super) const INSTR_HOOK: u8 = 1;
 pub(super) const INSTR_HIST: u8 = 2;
 /// `Hot::instr`: per-thread accounting is on.
 pub(super) const INSTR_ACCT: u8 = 4;
-
-/// Holds `Inner::observers` while alive.
-struct ObserversSerial<'a>(&'a std::sync::atomic::AtomicBool);
-
-impl Drop for ObserversSerial<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Release);
-    }
-}
 
 impl Gil {
     /// Adds `hook` for the kinds of event in `mask`, beside any hooks
@@ -52,7 +42,7 @@ impl Gil {
         // finds the list without it. Then the flag again from the list: a
         // removal of the last hook may have lowered it meanwhile.
         self.set_instr(INSTR_HOOK, true);
-        let id = self.inner.hook.add(hook, mask);
+        let id = self.inner.observers.hooks().add(hook, mask);
         self.hooks_changed();
         Ok(id)
     }
@@ -74,7 +64,7 @@ impl Gil {
         if self.in_callback() {
             return Err(GilError::Reentrant);
         }
-        if !self.inner.hook.remove(id) {
+        if !self.inner.observers.hooks().remove(id) {
             return Err(GilError::UnknownHook(id.get()));
         }
         self.hooks_changed();
@@ -100,7 +90,7 @@ impl Gil {
         }
         // As in add_event_hook.
         self.set_instr(INSTR_HOOK, true);
-        let hook = self.inner.hook.add_owned(hook, mask);
+        let hook = self.inner.observers.hooks().add_owned(hook, mask);
         self.hooks_changed();
         Ok(hook)
     }
@@ -117,7 +107,7 @@ impl Gil {
         if self.in_callback() {
             return Err((hook, GilError::Reentrant));
         }
-        if let Err(hook) = self.inner.hook.remove_owned(hook) {
+        if let Err(hook) = self.inner.observers.hooks().remove_owned(hook) {
             let number = hook.get();
             return Err((hook, GilError::UnknownHook(number)));
         }
@@ -142,42 +132,29 @@ impl Gil {
         if hook.is_some() {
             self.set_instr(INSTR_HOOK, true);
         }
-        self.inner.hook.set_replaceable(hook);
+        self.inner.observers.hooks().set_replaceable(hook);
         self.hooks_changed();
         Ok(())
     }
 
     /// Whether any event hook is installed.
     pub fn has_event_hook(&self) -> bool {
-        self.inner.hook.is_set()
+        self.inner.observers.hooks().is_set()
     }
 
     /// How many event hooks are installed.
     pub fn event_hooks(&self) -> usize {
-        self.inner.hook.len()
+        self.inner.observers.hooks().len()
     }
 
     /// After a change of the hooks: the hook flag says whether any is
     /// installed (read under the serialising flag, so of two racing
     /// changes the last one to get here sets it from the final list).
     fn hooks_changed(&self) {
-        let _serial = self.observers_serial();
-        self.set_instr_locked(INSTR_HOOK, self.inner.hook.is_set());
-    }
-
-    /// Serialises changes of `Hot::instr` and the `INSTR` bit while alive.
-    /// A flag, not a mutex, so that a fork child can clear it
-    /// (`reinit_after_fork`): a mutex held by a thread lost in the fork
-    /// could never be taken again.
-    fn observers_serial(&self) -> ObserversSerial<'_> {
-        let flag = &self.inner.observers;
-        while flag
-            .compare_exchange_weak(false, true, std::sync::atomic::Ordering::Acquire, Relaxed)
-            .is_err()
-        {
-            std::thread::yield_now();
-        }
-        ObserversSerial(flag)
+        let _serial = self.inner.observers.serial();
+        self.inner
+            .hot
+            .set_instr(INSTR_HOOK, self.inner.observers.hooks().is_set());
     }
 
     /// Turns the wait-time and hold-time histograms on or off. Turning them
@@ -189,21 +166,17 @@ impl Gil {
 
     /// Whether the histograms are on.
     pub fn histograms_enabled(&self) -> bool {
-        self.inner.hot.instr.load(Relaxed) & INSTR_HIST != 0
+        self.inner.hot.instr() & INSTR_HIST != 0
     }
 
     /// A snapshot of the histograms (all zero unless they were turned on).
     pub fn histograms(&self) -> Histograms {
-        Histograms {
-            wait: self.inner.wait_hist.snapshot(),
-            hold: self.inner.hold_hist.snapshot(),
-        }
+        self.inner.observers.histograms()
     }
 
     /// Empties both histograms.
     pub fn reset_histograms(&self) {
-        self.inner.wait_hist.reset();
-        self.inner.hold_hist.reset();
+        self.inner.observers.reset_histograms();
     }
 
     /// Turns per-thread accounting on or off (see [`accounting`](crate::accounting)).
@@ -217,19 +190,19 @@ impl Gil {
     /// record until its next event; to be measured from now, it calls
     /// [`tag_thread`](Self::tag_thread) with its token right after.
     pub fn set_thread_stats(&self, on: bool) {
-        let _serial = self.observers_serial();
+        let _serial = self.inner.observers.serial();
         let was = self.thread_stats_enabled();
         if on && !was {
             self.accounts().restart(now_ns());
         } else if !on && was {
             self.accounts().stop(now_ns());
         }
-        self.set_instr_locked(INSTR_ACCT, on);
+        self.inner.hot.set_instr(INSTR_ACCT, on);
     }
 
     /// Whether per-thread accounting is on.
     pub fn thread_stats_enabled(&self) -> bool {
-        self.inner.hot.instr.load(Relaxed) & INSTR_ACCT != 0
+        self.inner.hot.instr() & INSTR_ACCT != 0
     }
 
     /// `token`'s accounting: its current record, or if it has ended, its
@@ -271,7 +244,7 @@ impl Gil {
     pub fn tag_thread(&self, token: Token, tag: u64) -> Result<(), GilError> {
         // Exact for the calling token: only its own thread stores it in
         // `owner` (see `check_not_holder`).
-        let holder = self.thread_stats_enabled() && self.inner.hot.owner.load(Relaxed) == token.get();
+        let holder = self.thread_stats_enabled() && self.inner.hot.holds(token);
         self.accounts().tag(token, tag, holder, now_ns())
     }
 
@@ -300,38 +273,27 @@ impl Gil {
 
     /// Turns an `INSTR_*` bit on or off, and `state`'s `INSTR` bit with it.
     fn set_instr(&self, bit: u8, on: bool) {
-        let _serial = self.observers_serial();
-        self.set_instr_locked(bit, on);
-    }
-
-    /// `set_instr` with `observers` held.
-    fn set_instr_locked(&self, bit: u8, on: bool) {
-        let hot = &*self.inner.hot;
-        if on {
-            hot.instr.fetch_or(bit, Relaxed);
-        } else {
-            hot.instr.fetch_and(!bit, Relaxed);
-        }
-        hot.word.set_instr(hot.instr.load(Relaxed) != 0);
+        let _serial = self.inner.observers.serial();
+        self.inner.hot.set_instr(bit, on);
     }
 
     /// Whether an event hook is on: check it before building an event.
     #[inline]
     pub(super) fn hooked(&self) -> bool {
-        self.inner.hot.instr.load(Relaxed) & INSTR_HOOK != 0
+        self.inner.hot.instr() & INSTR_HOOK != 0
     }
 
     /// Reports an event of `kind` to the hooks that want it, as a callback
     /// of this lock (see [`Gil::in_callback`]).
     pub(super) fn emit(&self, kind: EventKind, event: impl FnOnce() -> Event) {
-        self.inner.hook.emit(kind, || self.enter_callback(), event);
+        self.inner.observers.hooks().emit(kind, || self.enter_callback(), event);
     }
 
     /// Observers' share of an acquisition on a path that is not the fast
     /// one (which leaves observing to `try_fast_observed`).
     #[inline]
     pub(super) fn observe_acquire(&self, token: Token) {
-        let instr = self.inner.hot.instr.load(Relaxed);
+        let instr = self.inner.hot.instr();
         if instr != 0 {
             self.observe_acquire_slow(instr, token);
         }
@@ -341,7 +303,7 @@ impl Gil {
     fn observe_acquire_slow(&self, instr: u8, token: Token) {
         let now = now_ns();
         if instr & INSTR_HIST != 0 {
-            self.inner.hot.acquired_at.store(now, Relaxed);
+            self.inner.hot.hold_started(now);
         }
         if instr & INSTR_ACCT != 0 {
             self.accounts().acquired(token, now);
@@ -358,13 +320,13 @@ impl Gil {
 
     #[cold]
     pub(super) fn observe_release(&self, token: Token, reason: ReleaseReason) {
-        let instr = self.inner.hot.instr.load(Relaxed);
+        let instr = self.inner.hot.instr();
         let now = now_ns();
         if instr & INSTR_HIST != 0 {
             // 0: histograms were turned on during this hold.
-            let since = self.inner.hot.acquired_at.swap(0, Relaxed);
+            let since = self.inner.hot.take_hold_start();
             if since != 0 {
-                self.inner.hold_hist.record(now.saturating_sub(since));
+                self.inner.observers.record_hold(now.saturating_sub(since));
             }
         }
         if instr & INSTR_ACCT != 0 {
@@ -388,7 +350,7 @@ impl Gil {
     /// Reports that `token` started waiting (called once it is in the
     /// waiting room).
     pub(super) fn observe_wait_start(&self, token: Token) {
-        let instr = self.inner.hot.instr.load(Relaxed);
+        let instr = self.inner.hot.instr();
         if instr & (INSTR_HOOK | INSTR_ACCT) == 0 {
             return;
         }
@@ -409,7 +371,7 @@ impl Gil {
     /// Reports a fresh drop request on `asked` (the holder) by the waiter
     /// `by` (`None`: the monitor thread).
     pub(super) fn observe_drop_request(&self, asked: Token, by: Option<Token>) {
-        let instr = self.inner.hot.instr.load(Relaxed);
+        let instr = self.inner.hot.instr();
         if instr & (INSTR_HOOK | INSTR_ACCT) == 0 {
             return;
         }
@@ -429,10 +391,10 @@ impl Gil {
 
     /// Accounts a wait that ended with the lock; called under the mutex.
     pub(super) fn waited(&self, started: Instant) {
-        let waited = saturating_nanos(started.elapsed());
-        bump(&self.inner.wait_ns, waited);
-        if self.inner.hot.instr.load(Relaxed) & INSTR_HIST != 0 {
-            self.inner.wait_hist.record(waited);
+        let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.inner.tally.waited(waited);
+        if self.inner.hot.instr() & INSTR_HIST != 0 {
+            self.inner.observers.record_wait(waited);
         }
     }
 
@@ -440,7 +402,7 @@ impl Gil {
     /// the monitor for whoever goes next).
     pub(super) fn observe_takeover(&self, to: Option<Token>) {
         if self.hooked() {
-            if let Some(from) = Token::new(self.inner.hot.syscall_owner.load(Relaxed)) {
+            if let Some(from) = self.inner.hot.syscall_owner() {
                 self.emit(EventKind::LazyTakeover, || {
                     Event::now(EventKind::LazyTakeover, from, to)
                 });

@@ -1,42 +1,118 @@
-//! The waiting room: what every slow path shares, plain or monitored. A
-//! waiter joins it (queued in arrival order with its own condition
-//! variable, counted by class in the census, `WAITERS` set in the lock
-//! word) and leaves it with or without the lock; a release wakes exactly
-//! the waiter that should go next (the designee), and a forced releaser
-//! waits here for a switch. Who that is, and who may take the lock, is
-//! decided in [`crate::policy`]; this file only carries it out.
+//! The waiting room: what every slow path shares, plain or monitored, and
+//! its parts' own bookkeeping. A waiter joins it (queued in arrival order
+//! with its own condition variable, counted by class in the census) and
+//! leaves it with or without the lock; a release wakes exactly the waiter
+//! that should go next (the designee), and a forced releaser waits here
+//! for a switch. Who that is, and who may take the lock, is decided in
+//! [`crate::policy`]; what the lock does on joining, leaving and handing
+//! over is `handoff.rs`.
 
-use std::any::Any;
-use std::cell::Cell;
 use std::collections::VecDeque;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
-use super::word::{IN_SLICE, LOCKED, SYSCALL, WAITERS};
-use super::{bump, AbortCheck, Gil};
-use crate::class::{self, ThreadClass};
-use crate::events::{Event, EventKind};
-use crate::laps;
-use crate::policy::{self, Asked, Candidate, Census, Turn};
-use crate::reason::ReleaseReason;
-use crate::sync::{spin_while, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
+use crossbeam_utils::CachePadded;
+
+use crate::class::ThreadClass;
+use crate::policy::{self, Asked, Candidate, Census};
+use crate::sync::{AtomicBool, AtomicPtr, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
 use crate::{Policy, Token};
 
-/// How long a CPU-class waiter spinning for an I/O-class holder leaves the
-/// lock free before taking it (within the spin limit): longer than the
-/// calls that return at once (a 100-byte send or a poll that finds data
-/// ready takes a few microseconds in Python), so that the I/O thread takes
-/// it straight back instead of asking for it back (`docs/policies.md`,
-/// "The spin's grace", has the measurements).
-pub(super) const SPIN_GRACE: Duration = Duration::from_micros(20);
+/// The waiting room as the lock holds it: the part guarded by the mutex
+/// ([`Slow`], replaced after a fork), and two flags written under that
+/// mutex and read without it: the drop request, which the holder polls,
+/// and the watch over an I/O-class holder, which `Gil::is_idle` reads.
+pub(super) struct Room {
+    /// Always a valid `Box<Slow>` from `Box::into_raw`; replaced (the old
+    /// one kept, never freed) after a fork, freed only in `Drop`.
+    slow: AtomicPtr<Slow>,
+    /// "Holder, please drop": raised by a waiter, polled by the holder.
+    drop_request: CachePadded<AtomicBool>,
+    /// Set while a CPU-class waiter watches an I/O-class holder: one at a
+    /// time (`Gil::spin_while_io_holds`).
+    watching: AtomicBool,
+}
 
-/// How long an I/O-class thread back from a quick call may hold the lock
-/// while a CPU-class waiter keeps watching (`Gil::spin_while_io_holds`):
-/// a longer hold is the thread's own work between calls (Python code),
-/// not a step from one call to the next (`docs/policies.md`, "The watch
-/// over quick calls", has the measurements).
-pub(super) const WATCH_HOLD: Duration = Duration::from_micros(10);
+impl Room {
+    pub(super) fn new() -> Room {
+        Room {
+            slow: AtomicPtr::new(Box::into_raw(Box::new(Slow::new()))),
+            drop_request: CachePadded::new(AtomicBool::new(false)),
+            watching: AtomicBool::new(false),
+        }
+    }
+
+    /// The mutex-guarded part.
+    pub(super) fn slow(&self) -> &Slow {
+        let ptr = self.slow.load(Acquire);
+        // SAFETY:
+        // - `slow` always holds a pointer from `Box::into_raw` (set in `new`
+        //   and `replace_after_fork`);
+        // - a replaced box is kept, never freed, and the current one is
+        //   freed only in `Drop`, which cannot run while `&self` lives.
+        unsafe { &*ptr }
+    }
+
+    /// Whether a drop request is pending. One relaxed load.
+    #[inline]
+    pub(super) fn drop_requested(&self) -> bool {
+        self.drop_request.load(Relaxed)
+    }
+
+    /// Raises the drop request; whether it was not pending already.
+    pub(super) fn raise_drop_request(&self) -> bool {
+        !self.drop_request.swap(true, Relaxed)
+    }
+
+    /// Lowers the drop request; whether it was pending.
+    pub(super) fn take_drop_request(&self) -> bool {
+        self.drop_request.swap(false, Relaxed)
+    }
+
+    /// Lowers the drop request (a new holder starts without one, and one
+    /// nobody waits for any more is moot).
+    pub(super) fn clear_drop_request(&self) {
+        self.drop_request.store(false, Relaxed);
+    }
+
+    /// Claims the watch over an I/O-class holder; whether this call did
+    /// (one watcher at a time).
+    pub(super) fn begin_watch(&self) -> bool {
+        !self.watching.swap(true, Relaxed)
+    }
+
+    /// The watch is over.
+    pub(super) fn end_watch(&self) {
+        self.watching.store(false, Relaxed);
+    }
+
+    /// Whether a waiter watches an I/O-class holder now.
+    pub(super) fn watched(&self) -> bool {
+        self.watching.load(Relaxed)
+    }
+
+    /// In a fork child: a fresh mutex-guarded part, no drop request and no
+    /// watch (a parent thread may have been raising or watching). The old
+    /// part is returned, for the caller to keep for the life of the
+    /// process (a thread lost in the fork may have held its mutex).
+    pub(super) fn replace_after_fork(&self) -> *mut Slow {
+        let fresh = Box::into_raw(Box::new(Slow::new()));
+        self.drop_request.store(false, Relaxed);
+        self.watching.store(false, Relaxed);
+        self.slow.swap(fresh, std::sync::atomic::Ordering::AcqRel)
+    }
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        let ptr = self.slow.load(Acquire);
+        // SAFETY:
+        // - `ptr` came from `Box::into_raw` and is freed only here (a
+        //   replaced one is never freed);
+        // - `&mut self` means no thread is inside a method using it.
+        drop(unsafe { Box::from_raw(ptr) });
+    }
+}
 
 /// The waiting room's bookkeeping, only touched under `Slow::mutex`.
 #[derive(Default)]
@@ -53,15 +129,15 @@ pub(super) struct WaitRoom {
     /// When a CPU-class thread last took the lock while others waited: the
     /// CPU class's last turn, from which the starvation bound runs
     /// ([`policy::starvation_start`]).
-    pub(super) cpu_served: Option<Stamp>,
+    cpu_served: Option<Stamp>,
     /// The slice under way: its holder's switch number, and when it began
     /// ([`policy::slice`]).
-    pub(super) slice: Option<(u64, Stamp)>,
+    slice: Option<(u64, Stamp)>,
     /// Forced releasers waiting for somebody to take over.
-    pub(super) switch_waiters: usize,
+    switch_waiters: usize,
     /// Why the pending drop request was raised, as far as it tells about
     /// the holder: see [`policy::class_after_request`].
-    pub(super) asked: Asked,
+    asked: Asked,
     /// Monitored locks: the monitor's timing.
     pub(super) monitor: MonitorRoom,
     /// The protocol's clock (under loom, the model's ticks).
@@ -75,7 +151,7 @@ impl Clocked for WaitRoom {
 }
 
 /// The parts only the slow paths use. Replaced (never freed) by
-/// [`Gil::reinit_after_fork`], see there.
+/// `Room::replace_after_fork`, see `Gil::reinit_after_fork`.
 pub(super) struct Slow {
     pub(super) mutex: Mutex<WaitRoom>,
     /// Forced releasers block here until a switch (CPython's `switch_cond`).
@@ -92,6 +168,16 @@ impl Slow {
             switch_cond: Condvar::new(),
             next_retired: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         }
+    }
+
+    /// Tells the forced releasers waiting for a switch to look again.
+    pub(super) fn notify_switch(&self) {
+        self.switch_cond.notify_all();
+    }
+
+    /// A forced releaser waits for a switch (or a wake-up) under `room`.
+    pub(super) fn wait_for_switch(&self, room: &mut MutexGuard<'_, WaitRoom>) {
+        self.switch_cond.wait(room);
     }
 }
 
@@ -139,8 +225,142 @@ struct CondRef(*const Condvar);
 unsafe impl Send for CondRef {}
 
 impl WaitRoom {
+    /// `token`, of `class`, joins the queue and the census, the lock having
+    /// been taken `acquisitions` times, and waits on `cond` (which must
+    /// outlive its entry: the waiter leaves with [`WaitRoom::remove`]
+    /// before `cond` goes away). `started`: when it called `acquire`.
+    pub(super) fn join<'c>(
+        &mut self,
+        policy: Policy,
+        (token, class): (Token, ThreadClass),
+        started: Instant,
+        acquisitions: u64,
+        cond: &'c Condvar,
+    ) -> Waiter<'c> {
+        self.census.join(class);
+        let (ticket, since) = (self.next_ticket, self.clock.now());
+        self.next_ticket += 1;
+        self.queue.push_back(Queued {
+            ticket,
+            class,
+            since,
+            starving: false,
+            joined_at: acquisitions,
+            timed: false,
+            cond: CondRef(cond),
+        });
+        if self.designee(policy).is_some_and(|d| d.ticket == ticket) {
+            // The hand-off bound is timed from now (see `designee_since`).
+            self.head = Some((ticket, since));
+        }
+        Waiter {
+            token,
+            class,
+            started,
+            since,
+            starving: false,
+            ticket,
+            cond,
+        }
+    }
+
+    /// Waiter `w` leaves the queue and the census: whether it was starving.
+    pub(super) fn remove(&mut self, w: &Waiter<'_>) -> bool {
+        let at = self
+            .queue
+            .binary_search_by_key(&w.ticket, |q| q.ticket)
+            .expect("a waiter's entry stays queued until it leaves");
+        let starving = self.queue.remove(at).expect("position is in range").starving;
+        self.census.leave(w.class, starving);
+        starving
+    }
+
+    /// The designee under `policy`, as (ticket, class, the acquisition
+    /// count when it joined), and since when it has been the designee: the
+    /// hand-off bound is timed from then (a new designee from now).
+    pub(super) fn designee_since(&mut self, policy: Policy) -> Option<(u64, ThreadClass, u64, Stamp)> {
+        let (d, class, joined_at) = self.designee(policy).map(|d| (d.ticket, d.class, d.joined_at))?;
+        let since = first_seen(&mut self.head, d, &self.clock);
+        Some((d, class, joined_at, since))
+    }
+
+    /// The waiter with `ticket` is past the starvation bound.
+    pub(super) fn mark_starving(&mut self, ticket: u64) {
+        self.entry_mut(ticket).starving = true;
+        self.census.starving += 1;
+    }
+
+    /// A waiter that kept time has left (plain room): whoever keeps time
+    /// now in its place, as the `designee` or the waiter the starvation
+    /// bound is timed on (`starvation`), is woken to do it. Not one that
+    /// keeps time already (the CPU-class waiter the starvation bound is
+    /// timed on, often): its timed wait sees the new holder within an
+    /// interval, and a wake-up per hand-off would only take a CPU from the
+    /// threads doing the work.
+    pub(super) fn wake_timekeepers(&self, policy: Policy, designee: bool, starvation: bool) {
+        if designee {
+            if let Some(d) = self.designee(policy).filter(|d| !d.timed) {
+                d.wake();
+            }
+        }
+        if starvation {
+            if let Some(i) = policy::next_to_starve(policy, self.census, self.queue.iter()) {
+                if !self.queue[i].timed {
+                    self.queue[i].wake();
+                }
+            }
+        }
+    }
+
+    /// Notes why the drop request is being raised: a whole `interval` of
+    /// holding, or for a `starving` waiter (see [`Asked`]).
+    pub(super) fn note_request(&mut self, interval: bool, starving: bool) {
+        self.asked.interval |= interval;
+        self.asked.starving |= starving;
+    }
+
+    /// The pending drop request is answered, or moot: why it was raised.
+    pub(super) fn request_answered(&mut self) -> Asked {
+        std::mem::take(&mut self.asked)
+    }
+
+    /// A CPU-class thread took the lock while others waited: the CPU
+    /// class's turn, now.
+    pub(super) fn cpu_served_now(&mut self) {
+        self.cpu_served = Some(self.clock.now());
+    }
+
+    /// When the CPU class last had its turn, if it has had one.
+    pub(super) fn cpu_served(&self) -> Option<Stamp> {
+        self.cpu_served
+    }
+
+    /// The holder with switch number `sn` starts its slice now.
+    pub(super) fn start_slice(&mut self, sn: u64) {
+        self.slice = Some((sn, self.clock.now()));
+    }
+
+    /// The slice under way: its holder's switch number, and when it began.
+    pub(super) fn slice(&self) -> Option<(u64, Stamp)> {
+        self.slice
+    }
+
+    /// A forced releaser starts (`true`) or stops waiting for a switch.
+    pub(super) fn waiting_for_switch(&mut self, waiting: bool) {
+        if waiting {
+            self.switch_waiters += 1;
+        } else {
+            self.switch_waiters -= 1;
+        }
+    }
+
+    /// Whether a forced releaser waits for a switch.
+    pub(super) fn switch_awaited(&self) -> bool {
+        self.switch_waiters > 0
+    }
+
     /// `ticket`'s entry (the queue is in ticket order).
-    pub(super) fn entry_mut(&mut self, ticket: u64) -> &mut Queued {
+    fn entry_mut(&mut self, ticket: u64) -> &mut Queued {
         let at = self
             .queue
             .binary_search_by_key(&ticket, |q| q.ticket)
@@ -176,8 +396,8 @@ impl WaitRoom {
     /// sleeps without a timeout: with N waiters each timing its own
     /// interval, as in CPython's `take_gil`, N wake-ups an interval came
     /// whatever the hand-offs did (a herd on a timer). A waiter that
-    /// becomes one of the two is woken ([`Gil::leave`]), unless its last
-    /// wait had a timeout already.
+    /// becomes one of the two is woken ([`WaitRoom::wake_timekeepers`]),
+    /// unless its last wait had a timeout already.
     pub(super) fn keeps_time(&self, policy: Policy, w: &Waiter) -> bool {
         self.designee(policy).is_some_and(|d| d.ticket == w.ticket) || self.first_to_starve(policy, w)
     }
@@ -192,7 +412,7 @@ impl WaitRoom {
 }
 
 /// A thread in the waiting room.
-pub(super) struct Waiter {
+pub(super) struct Waiter<'c> {
     pub(super) token: Token,
     pub(super) class: ThreadClass,
     /// When it called `acquire`, for the wait-time accounts.
@@ -204,23 +424,20 @@ pub(super) struct Waiter {
     pub(super) starving: bool,
     /// Its place in the queue.
     pub(super) ticket: u64,
+    /// Its own condition variable, on its stack, which its queue entry
+    /// points to: a release wakes exactly it.
+    cond: &'c Condvar,
 }
 
-impl Waiter {
-    /// Waits on `cond` (this waiter's own) for at most `timeout` if it
-    /// keeps time (`timed`), else until woken. Whether it timed out.
-    pub(super) fn wait(
-        &self,
-        cond: &Condvar,
-        room: &mut MutexGuard<'_, WaitRoom>,
-        timed: bool,
-        timeout: Duration,
-    ) -> bool {
+impl Waiter<'_> {
+    /// Waits on its condition variable for at most `timeout` if it keeps
+    /// time (`timed`), else until woken. Whether it timed out.
+    pub(super) fn wait(&self, room: &mut MutexGuard<'_, WaitRoom>, timed: bool, timeout: Duration) -> bool {
         room.entry_mut(self.ticket).timed = timed;
         if timed {
-            cond.wait_for(room, timeout)
+            self.cond.wait_for(room, timeout)
         } else {
-            cond.wait(room);
+            self.cond.wait(room);
             false
         }
     }
@@ -254,481 +471,4 @@ pub(super) struct MonitorRoom {
     /// The interval's drop request was put off once because the holder was
     /// in a call first seen at that look (see `monitor_pass_locked`).
     pub(super) deferred: bool,
-}
-
-impl Gil {
-    /// `token` enters the waiting room, where it blocks on `cond`: queued,
-    /// counted, and `WAITERS` set so that every release comes through the
-    /// mutex from now on.
-    pub(super) fn join(&self, room: &mut WaitRoom, token: Token, started: Instant, cond: &Condvar) -> Waiter {
-        let class = self.class_of(token);
-        room.census.join(class);
-        let (ticket, since) = (room.next_ticket, room.clock.now());
-        room.next_ticket += 1;
-        room.queue.push_back(Queued {
-            ticket,
-            class,
-            since,
-            starving: false,
-            joined_at: self.inner.hot.acquisitions.load(Relaxed),
-            timed: false,
-            cond: CondRef(cond),
-        });
-        if room.designee(self.inner.policy).is_some_and(|d| d.ticket == ticket) {
-            // The hand-off bound is timed from now (see `turn`).
-            room.head = Some((ticket, since));
-        }
-        // Acquire: pairs with the previous releaser's Release, so `owner`
-        // reads below see its clearing store, hence 0 or the current holder.
-        self.inner.hot.word.set_waiters();
-        self.observe_wait_start(token);
-        Waiter {
-            token,
-            class,
-            started,
-            since,
-            starving: false,
-            ticket,
-        }
-    }
-
-    /// `w` leaves the waiting room: with the lock, or without it (abort, a
-    /// panicking callback). Without it, whoever should go next instead is
-    /// woken, and if nobody is left a pending request is moot and a forced
-    /// releaser waiting for a switch that can no longer come is let go.
-    /// Whether it was starving.
-    pub(super) fn leave(&self, slow: &Slow, room: &mut WaitRoom, w: &Waiter, with_lock: bool) -> bool {
-        // Whether it kept time for the others (see `keeps_time`): then
-        // whoever takes over that job is woken to do it.
-        let was_designee = room.designee(self.inner.policy).is_some_and(|d| d.ticket == w.ticket);
-        let was_timing_starvation = room.first_to_starve(self.inner.policy, w);
-        let at = room
-            .queue
-            .binary_search_by_key(&w.ticket, |q| q.ticket)
-            .expect("a waiter's entry stays queued until it leaves");
-        let starving = room.queue.remove(at).expect("position is in range").starving;
-        room.census.leave(w.class, starving);
-        if !self.inner.monitor && room.census.waiters() > 0 {
-            // Not one that keeps time already (the CPU-class waiter the
-            // starvation bound is timed on, often): its timed wait sees the
-            // new holder within an interval, and a wake-up per hand-off
-            // would only take a CPU from the threads doing the work.
-            if was_designee {
-                if let Some(d) = room.designee(self.inner.policy).filter(|d| !d.timed) {
-                    d.wake();
-                }
-            }
-            if was_timing_starvation || starving {
-                if let Some(i) = policy::next_to_starve(self.inner.policy, room.census, room.queue.iter()) {
-                    if !room.queue[i].timed {
-                        room.queue[i].wake();
-                    }
-                }
-            }
-        }
-        if room.census.waiters() == 0 {
-            self.inner.hot.word.clear_waiters();
-            if !with_lock {
-                self.inner.drop_request.store(false, Relaxed);
-                room.asked = Asked::default();
-                if room.switch_waiters > 0 {
-                    slow.switch_cond.notify_all();
-                }
-            }
-        } else if !with_lock && (!self.word_locked() || starving) {
-            // We may have consumed the wake-up meant for taking the lock, or
-            // held back the others while starving.
-            room.wake_next(self.inner.policy);
-        }
-        starving
-    }
-
-    /// Whether a thread that is not waiting may take the free lock now
-    /// (`try_acquire`).
-    pub(super) fn may_take_now(&self, token: Token, class: ThreadClass, room: &mut WaitRoom) -> bool {
-        policy::may_take(
-            self.inner.policy,
-            room.census,
-            class,
-            false,
-            self.turn(room, None, token),
-        )
-    }
-
-    /// Whether waiter `w` may take the free lock now.
-    pub(super) fn may_take_queued(&self, room: &mut WaitRoom, w: &Waiter) -> bool {
-        let turn = self.turn(room, Some(w.ticket), w.token);
-        policy::may_take(self.inner.policy, room.census, w.class, w.starving, turn)
-    }
-
-    /// Where the designee stands for `token`, the waiter with `ticket`
-    /// (`None`: a thread not queued). Also starts timing a new designee.
-    fn turn(&self, room: &mut WaitRoom, ticket: Option<u64>, token: Token) -> Turn {
-        let Some((d, class, joined_at)) = room
-            .designee(self.inner.policy)
-            .map(|d| (d.ticket, d.class, d.joined_at))
-        else {
-            return Turn::Open;
-        };
-        let since = first_seen(&mut room.head, d, &room.clock);
-        if Some(d) == ticket {
-            return Turn::Mine;
-        }
-        let Some(bound) = policy::handoff_bound(self.inner.policy, self.inner.monitor, self.interval()) else {
-            return Turn::Open;
-        };
-        let lapped = self.inner.laps > 0 && {
-            let now = self.inner.hot.acquisitions.load(Relaxed);
-            !policy::may_overtake(laps::since(self.id(), token.get(), joined_at, now), self.inner.laps)
-        };
-        if lapped || room.clock.passed(since, bound) {
-            Turn::Reserved(class)
-        } else {
-            Turn::Open
-        }
-    }
-
-    /// Raises the drop request for waiter `w`. If the host's callback
-    /// panicked, `w` leaves the room and the panic goes on.
-    pub(super) fn request_drop_for(&self, slow: &Slow, room: &mut WaitRoom, w: &Waiter) {
-        if let Err(panic) = self.request_drop(Some(w.token)) {
-            self.leave(slow, room, w, false);
-            std::panic::resume_unwind(panic);
-        }
-    }
-
-    /// Raises the drop request on the current holder. Called under the
-    /// mutex with a waiter in the room, and sets `WAITERS` (a watcher may
-    /// have cleared it, see `spin_while_io_holds`), so the holder cannot
-    /// finish releasing (that needs the mutex) while the callback runs,
-    /// and answers the request on the slow path.
-    pub(super) fn request_drop(&self, by: Option<Token>) -> Result<(), Box<dyn Any + Send>> {
-        // With a waiter in the room only a watcher clears it, under the
-        // mutex held here: a load says whether one did, and spares the
-        // usual request a write to the holder's cache line.
-        if self.inner.hot.word.load(Relaxed) & WAITERS == 0 {
-            self.inner.hot.word.set_waiters();
-        }
-        let fresh = !self.inner.drop_request.swap(true, Relaxed);
-        if fresh {
-            bump(&self.inner.drop_requests, 1);
-        }
-        let owner = Token::new(self.inner.hot.owner.load(Relaxed));
-        if fresh && self.inner.hot.instr.load(Relaxed) != 0 {
-            // Without an owner the holder is letting go right now (it cleared
-            // `owner` and waits for the mutex): the request is its.
-            if let Some(asked) = owner.or_else(|| Token::new(self.inner.hot.last_holder.load(Relaxed))) {
-                self.observe_drop_request(asked, by);
-            }
-        }
-        // No owner: the holder is letting go (see above), or it is the
-        // instant between a fast-path CAS and its `owner` store. The flag is
-        // up either way; only the callback needs a live holder.
-        let Some(holder) = owner else {
-            return Ok(());
-        };
-        match &self.inner.on_drop_request {
-            Some(callback) => {
-                let _inside = self.enter_callback();
-                catch_unwind(AssertUnwindSafe(|| callback(holder)))
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// Asks the holder to drop at once for waiter `w` (a preemption,
-    /// counted as one if `preemption`), then spins for the release if
-    /// configured: the guard back, and whether it spun.
-    pub(super) fn ask_at_once<'s>(
-        &self,
-        slow: &'s Slow,
-        mut room: MutexGuard<'s, WaitRoom>,
-        w: &Waiter,
-        preemption: bool,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
-        if preemption {
-            bump(&self.inner.preemptions, 1);
-        }
-        self.request_drop_for(slow, &mut room, w);
-        self.spin_for_release(slow, room)
-    }
-
-    /// After a drop request, with a spin limit: watches the lock word,
-    /// without the mutex, for the holder to let go before sleeping (see
-    /// `GilConfig::spin_us`). The guard back, and whether it spun.
-    pub(super) fn spin_for_release<'s>(
-        &self,
-        slow: &'s Slow,
-        room: MutexGuard<'s, WaitRoom>,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
-        let Some(limit) = self.spin_limit() else {
-            return (room, false);
-        };
-        drop(room);
-        spin_while(limit, || self.word_locked());
-        (slow.mutex.lock_spinning(limit), true)
-    }
-
-    /// With a spin limit, priority policy: CPU-class waiter `w`, while an
-    /// I/O-class thread holds the lock or was the last to hold it (state
-    /// `s`, switch number `sn`), watches the lock word, without the mutex,
-    /// before it takes the lock or sleeps. The I/O thread took the lock
-    /// from the CPU class and lets go around its next call, within
-    /// microseconds: once the lock has stayed free for [`SPIN_GRACE`] (the
-    /// call did not return at once), the waiter takes it back without a
-    /// sleep and a wake-up, and that release wakes nobody (the I/O thread
-    /// makes no system call for it). A free lock always gets its whole
-    /// grace: taken sooner, the take would land in a call that returns at
-    /// once, and the I/O thread would preempt the waiter right after.
-    ///
-    /// The waiter keeps watching while the I/O thread goes in and out of
-    /// quick calls, rather than sleep and be woken by one of its releases
-    /// (and take the lock in the middle of a quick call): once the thread
-    /// is back from a call, each hold of up to [`WATCH_HOLD`] renews the
-    /// watch, for at most twice the spin limit in all. A longer hold is
-    /// the thread's own work, and the waiter sleeps: watching there would
-    /// gain nothing and would keep its CPU in the process's address space,
-    /// where each `munmap` of the holder interrupts it to flush its TLB
-    /// (an asyncio server unmaps a receive buffer per read). Once per
-    /// holder (`spun_on` keeps its switch number), one waiter at a time.
-    /// A waiter alone in the room watches with `WAITERS` cleared, so that
-    /// the I/O thread's calls meanwhile cost what they cost with nobody
-    /// waiting (the module docs of `word.rs`).
-    /// The guard back, and whether it spun.
-    pub(super) fn spin_while_io_holds<'s>(
-        &self,
-        slow: &'s Slow,
-        room: MutexGuard<'s, WaitRoom>,
-        w: &Waiter,
-        (s, sn): (u64, u64),
-        spun_on: &mut Option<u64>,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
-        let Some(limit) = self.spin_limit() else {
-            return (room, false);
-        };
-        if w.class != ThreadClass::Cpu
-            || w.starving
-            || s & SYSCALL != 0
-            || self.holder_class().0 != ThreadClass::Io
-            || *spun_on == Some(sn)
-            || self.inner.cpu_spinner.swap(true, Relaxed)
-        {
-            return (room, false);
-        }
-        *spun_on = Some(sn);
-        let hot = &*self.inner.hot;
-        // Alone in the room, the watcher steps out of the lock word: it
-        // needs no wake-up, and with `WAITERS` clear the I/O thread's takes
-        // and releases around its calls stay on the fast path instead of
-        // queueing through the mutex each time. A drop request puts it
-        // back (`request_drop`); so does the watcher, under the mutex,
-        // before it looks at the word again.
-        let stepped_out = room.census.waiters() == 1 && !self.inner.drop_request.load(Relaxed);
-        if stepped_out {
-            hot.word.clear_waiters();
-        }
-        drop(room);
-        // The I/O thread lets go around a call. Most of its calls return at
-        // once (a send, a poll that finds its data ready) and it takes the
-        // lock straight back: only a lock that stays free for `SPIN_GRACE`
-        // is taken, or every such call would be a hand-off and a drop
-        // request back.
-        let free_since = Cell::new(None::<Instant>);
-        // When the I/O thread was last seen taking the lock, and how long
-        // it may hold it with the waiter watching: the limit, then, once it
-        // is back from a call, `WATCH_HOLD`.
-        let taken_at = Cell::new(Instant::now());
-        let hold = Cell::new(limit);
-        // The I/O thread's takes so far: a hold between two calls can be
-        // shorter than the time from one look to the next, and a lock seen
-        // free at both looks may have been taken back in between.
-        let takes = Cell::new(hot.acquisitions.load(Relaxed));
-        spin_while(2 * limit + SPIN_GRACE, || {
-            if hot.switch_number.load(Relaxed) != sn {
-                return false;
-            }
-            let seen = hot.acquisitions.load(Relaxed);
-            let locked = self.word_locked();
-            // A take counted, or seen as the word locked again (the count
-            // is bumped just after the word is taken).
-            if seen != takes.replace(seen) || (locked && free_since.get().is_some()) {
-                // Back from a call: a free lock's grace starts again.
-                free_since.set(None);
-                taken_at.set(Instant::now());
-                hold.set(limit.min(WATCH_HOLD));
-            }
-            if locked {
-                return taken_at.get().elapsed() < hold.get();
-            }
-            let since = free_since.get().unwrap_or_else(|| {
-                let now = Instant::now();
-                free_since.set(Some(now));
-                now
-            });
-            since.elapsed() < SPIN_GRACE
-        });
-        let room = slow.mutex.lock_spinning(limit);
-        if stepped_out {
-            hot.word.set_waiters();
-        }
-        // After `WAITERS` is back: `is_idle` sees one or the other.
-        self.inner.cpu_spinner.store(false, Relaxed);
-        (room, true)
-    }
-
-    /// At the top of a wait loop, `w` allowed to take the lock: if it is
-    /// free (state `s`), a CPU-class waiter first leaves an I/O-class last
-    /// holder its grace ([`Gil::spin_while_io_holds`]). The guard back,
-    /// and whether it watched (then the loop looks again).
-    pub(super) fn grace_before_take<'s>(
-        &self,
-        slow: &'s Slow,
-        room: MutexGuard<'s, WaitRoom>,
-        w: &Waiter,
-        s: u64,
-        spun_on: &mut Option<u64>,
-    ) -> (MutexGuard<'s, WaitRoom>, bool) {
-        if s & LOCKED != 0 {
-            return (room, false);
-        }
-        let sn = self.inner.hot.switch_number.load(Relaxed);
-        self.spin_while_io_holds(slow, room, w, (s, sn), spun_on)
-    }
-
-    /// Counts a take by a waiter that spun for an I/O-class holder just
-    /// before (`Counters::cpu_spin_takes`).
-    pub(super) fn took_after_spin(&self) {
-        bump(&self.inner.cpu_spin_takes, 1);
-    }
-
-    /// Asks an `acquire_or_abort` check whether to give up, as a callback of
-    /// this lock.
-    pub(super) fn ask_abort(&self, check: &mut AbortCheck<'_>) -> bool {
-        match check {
-            Some(check) => {
-                let _inside = self.enter_callback();
-                check()
-            }
-            None => false,
-        }
-    }
-
-    /// The lock word was just won under the mutex: a new holder starts with
-    /// no drop request (CPython clears the bit in `take_gil`), and forced
-    /// releasers waiting for a switch are told to look. A CPU-class taker
-    /// is the CPU class's turn; a waiter that `starved` starts its slice.
-    pub(super) fn took_over_under_mutex(
-        &self,
-        token: Token,
-        class: ThreadClass,
-        starved: bool,
-        slow: &Slow,
-        room: &mut WaitRoom,
-    ) {
-        self.inner.drop_request.store(false, Relaxed);
-        room.asked = Asked::default();
-        self.became_holder(token, class);
-        if self.inner.laps > 0 {
-            laps::record(self.id(), token.get(), self.inner.hot.acquisitions.load(Relaxed));
-        }
-        if class == ThreadClass::Cpu {
-            room.cpu_served = Some(room.clock.now());
-        }
-        if starved {
-            self.inner.hot.holder_class.store(IN_SLICE, Relaxed);
-            let sn = self.inner.hot.switch_number.load(Relaxed);
-            room.slice = Some((sn, room.clock.now()));
-        }
-        self.observe_acquire(token);
-        if self.inner.monitor {
-            self.watch_new_holder(room);
-        }
-        if starved {
-            self.time_the_slice(room);
-        }
-        if room.switch_waiters > 0 {
-            slow.switch_cond.notify_all();
-        }
-    }
-
-    /// How much of the holder's slice is left, if the holder (switch number
-    /// `sn`) is in one: zero once it is over.
-    pub(super) fn slice_left(&self, room: &WaitRoom, sn: u64) -> Option<Duration> {
-        match room.slice {
-            Some((n, start)) if n == sn && self.holder_class().1 => {
-                let length = policy::slice(self.interval());
-                Some(if room.clock.passed(start, length) {
-                    Duration::ZERO
-                } else {
-                    room.clock.left(start, length)
-                })
-            }
-            _ => None,
-        }
-    }
-
-    /// A slice has just begun: makes sure somebody times its end. The
-    /// monitor looks within the slice; without it, the designee (the
-    /// waiter it ends for, and a timekeeper) is woken to time it, as it may
-    /// be asleep in a wait of a whole interval.
-    fn time_the_slice(&self, room: &WaitRoom) {
-        if self.inner.monitor {
-            self.ask_monitor_within(policy::slice(self.interval()));
-        } else {
-            room.wake_next(self.inner.policy);
-        }
-    }
-
-    /// A release with somebody waiting: frees the lock under the mutex,
-    /// wakes whoever goes next, and with forced switching waits until
-    /// another thread has taken it.
-    #[cold]
-    pub(super) fn release_slow(&self, token: Token, reason: ReleaseReason) {
-        let slow = self.slow();
-        let mut room = slow.mutex.lock();
-        let requested = self.inner.drop_request.swap(false, Relaxed);
-        let asked = std::mem::take(&mut room.asked);
-        let held_as = ThreadClass::from_u8(self.inner.hot.holder_class.load(Relaxed));
-        if let Some(class) = policy::class_after_request(self.inner.policy, reason, requested, asked, held_as) {
-            class::remember(self.id(), token.get(), class);
-        }
-        self.inner.hot.word.unlock();
-        room.wake_next(self.inner.policy);
-        let must_wait = match reason {
-            ReleaseReason::Final => false,
-            ReleaseReason::Forced => true,
-            ReleaseReason::Voluntary => requested,
-        };
-        if !must_wait || room.census.waiters() == 0 {
-            return;
-        }
-        // Forced switching: don't return (and maybe win the lock straight
-        // back) before somebody else has taken it. With a spin limit, watch
-        // for the switch before sleeping: the waiter that asked spins too,
-        // and takes the lock within microseconds.
-        room.switch_waiters += 1;
-        if let Some(limit) = self.spin_limit() {
-            drop(room);
-            spin_while(limit, || self.inner.hot.last_holder.load(Relaxed) == token.get());
-            room = slow.mutex.lock_spinning(limit);
-        }
-        while self.inner.hot.last_holder.load(Relaxed) == token.get() && room.census.waiters() > 0 {
-            slow.switch_cond.wait(&mut room);
-        }
-        room.switch_waiters -= 1;
-        if self.inner.hot.last_holder.load(Relaxed) != token.get() {
-            bump(&self.inner.forced_switches, 1);
-            if self.hooked() {
-                let to = Token::new(self.inner.hot.last_holder.load(Relaxed));
-                self.emit(EventKind::ForcedSwitch, || {
-                    Event::now(EventKind::ForcedSwitch, token, to)
-                });
-            }
-        }
-    }
-
-    /// The switch interval in effect (0 set means 1 µs).
-    pub(super) fn interval(&self) -> Duration {
-        Duration::from_micros(self.inner.interval_us.load(Relaxed).max(1))
-    }
 }

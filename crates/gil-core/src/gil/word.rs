@@ -1,5 +1,8 @@
-//! The lock word and the paths that need nothing else: taking a free lock
-//! nobody waits for, and reclaiming one's own lazily released lock.
+//! The lock word and the fields the holder writes with it, on one cache
+//! line (`Hot`): taking a free lock nobody waits for, reclaiming one's own
+//! lazily released lock and letting go are a CAS here and a few stores
+//! (the uncontended paths themselves are `Gil::try_fast` and
+//! `Gil::release`, in `mod.rs`).
 //!
 //! # The lock word
 //!
@@ -40,15 +43,17 @@
 //!
 //! # Holder-written fields
 //!
-//! `owner`, `last_holder`, `switch_number`, `acquisitions` and `holder_class`
-//! are written only by the thread that holds the lock, so they are bumped
-//! with a plain load + store instead of a read-modify-write; the lock's own
-//! acquire/release ordering publishes them to the next holder. Readers
-//! without the lock (debuggers, stats) get a recent value.
+//! `owner`, `last_holder`, `switch_number`, `acquisitions`, `holder_class`,
+//! `syscall_owner` and `lazy_releases` are written only by the thread that
+//! holds the lock (or, after a fork, by the only thread left), through
+//! `Hot`'s methods, so they are bumped with a plain load + store instead of
+//! a read-modify-write; the lock's own acquire/release ordering publishes
+//! them to the next holder. Readers without the lock (debuggers, stats)
+//! get a recent value.
 
 use std::sync::atomic::Ordering::{self, AcqRel, Acquire, Relaxed, Release};
 
-use super::{bump, Gil};
+use super::counters::bump;
 use crate::class::ThreadClass;
 use crate::sync::{AtomicU64, AtomicU8, AtomicUsize};
 use crate::Token;
@@ -142,7 +147,7 @@ impl Word {
     /// a lazy release stores its owner before its `Release` CAS, so the
     /// word read shows the matching owner to `mine`.
     #[inline]
-    pub(super) fn reclaim(&self, mine: impl Fn() -> bool) -> Option<u64> {
+    fn reclaim(&self, mine: impl Fn() -> bool) -> Option<u64> {
         let mut s = self.0.load(Acquire);
         while s & SYSCALL != 0 && mine() {
             match self.0.compare_exchange_weak(s, s & !SYSCALL, Acquire, Acquire) {
@@ -156,7 +161,7 @@ impl Word {
     /// One attempt at a lazy release from word `s`: `SYSCALL` set and a new
     /// generation. `weak`: may fail spuriously (the caller loops).
     #[inline]
-    pub(super) fn enter_call(&self, s: u64, weak: bool) -> Result<(), u64> {
+    fn enter_call(&self, s: u64, weak: bool) -> Result<(), u64> {
         let to = (s | SYSCALL) + GEN_ONE;
         let r = if weak {
             self.0.compare_exchange_weak(s, to, Release, Relaxed)
@@ -242,28 +247,30 @@ impl Word {
     }
 }
 
-/// Fields written on every acquisition, kept on one cache line.
+/// Fields written on every acquisition, kept on one cache line: the lock
+/// word, and what the holder writes with it (see "Holder-written fields"
+/// in the module docs). Its methods are the only code that writes them.
 pub(super) struct Hot {
-    pub(super) word: Word,
+    word: Word,
     /// The holding token, 0 if none (or in the instant around a hand-over,
     /// or while the holder is in a lazily released system call).
-    pub(super) owner: AtomicUsize,
+    owner: AtomicUsize,
     /// The token that took the lock last (CPython's `last_holder`), 0 after
     /// a final release.
-    pub(super) last_holder: AtomicUsize,
-    pub(super) switch_number: AtomicU64,
-    pub(super) acquisitions: AtomicU64,
+    last_holder: AtomicUsize,
+    switch_number: AtomicU64,
+    acquisitions: AtomicU64,
     /// The holder's [`ThreadClass`] (priority policy), or `IN_SLICE`.
-    pub(super) holder_class: AtomicU8,
+    holder_class: AtomicU8,
     /// The token of the latest lazy-release episode.
-    pub(super) syscall_owner: AtomicUsize,
-    pub(super) lazy_releases: AtomicU64,
-    /// `INSTR_*` bits: what observers asked for; the `INSTR` bit of `state`
-    /// says whether any is set. (std's atomics even under loom: it is not
-    /// part of the protocol.)
-    pub(super) instr: std::sync::atomic::AtomicU8,
+    syscall_owner: AtomicUsize,
+    lazy_releases: AtomicU64,
+    /// `INSTR_*` bits (`observe.rs`): what observers asked for; the `INSTR`
+    /// bit of the word says whether any is set. (std's atomics even under
+    /// loom: it is not part of the protocol.)
+    instr: std::sync::atomic::AtomicU8,
     /// With histograms on: when the holder took the lock (`now_ns`).
-    pub(super) acquired_at: std::sync::atomic::AtomicU64,
+    acquired_at: std::sync::atomic::AtomicU64,
 }
 
 impl Hot {
@@ -281,132 +288,204 @@ impl Hot {
             acquired_at: std::sync::atomic::AtomicU64::new(0),
         }
     }
-}
 
-impl Gil {
-    /// `acquire`'s uncontended paths, except for a CPU-class thread under
-    /// the priority policy with a spin limit: it always goes through the
-    /// waiting room, which leaves a lock an I/O-class thread let go of free
-    /// for `SPIN_GRACE` first (`Gil::grace_before_take`). Taken here, the
-    /// lock would go to it whenever it came back during one of the I/O
-    /// thread's short calls (a send, a read of data already there), and
-    /// the I/O thread would preempt it right after: two hand-offs per call.
-    /// (Where spinning cannot help now, the room gives no grace, and the
-    /// detour costs such a thread only the room's mutex.)
+    /// The lock word.
     #[inline]
-    pub(super) fn try_fast_unless_cpu(&self, token: Token) -> bool {
-        let class = self.class_of(token);
-        if self.inner.cpu_through_room && class == ThreadClass::Cpu {
-            return false;
-        }
-        self.try_fast(token, class)
+    pub(super) fn word(&self) -> &Word {
+        &self.word
     }
 
-    /// The uncontended paths: reclaim our own lazily released lock, or take
-    /// a free one nobody waits for, as a thread of `class`.
+    /// Whether `token` holds the lock and runs. Exact for the calling
+    /// token: only its own thread stores it here, and it clears it before
+    /// letting go.
     #[inline]
-    pub(super) fn try_fast(&self, token: Token, class: ThreadClass) -> bool {
-        if self.inner.lazy_release.is_some() {
-            if let Some(before) = self.reclaim(token) {
-                // Back from a call that nobody needed the lock during: no
-                // switch happened, and the thread is still I/O-class.
-                self.inner.hot.owner.store(token.get(), Relaxed);
-                self.inner.hot.holder_class.store(ThreadClass::Io as u8, Relaxed);
-                bump(&self.inner.hot.acquisitions, 1);
-                if before & INSTR != 0 {
-                    self.observe_acquire(token);
-                }
-                return true;
-            }
-        }
-        match self.inner.hot.word.lock_free() {
-            Ok(()) => {
-                self.became_holder(token, class);
-                true
-            }
-            Err(s) if s & !INSTR == 0 => self.try_fast_observed(token, class),
-            Err(_) => false,
-        }
+    pub(super) fn holds(&self, token: Token) -> bool {
+        self.owner.load(Relaxed) == token.get()
     }
 
-    /// The fast path with observers on: free and nobody waits, but `INSTR`
-    /// is set.
-    #[cold]
-    fn try_fast_observed(&self, token: Token, class: ThreadClass) -> bool {
-        if self.in_callback() {
-            return false; // the slow path says why
-        }
-        if self.inner.hot.word.lock_free_observed() {
-            self.became_holder(token, class);
-            self.observe_acquire(token);
-            return true;
-        }
-        false
+    /// The token holding the lock and running, if any.
+    pub(super) fn holder(&self) -> Option<Token> {
+        Token::new(self.owner.load(Relaxed))
     }
 
-    /// Clears SYSCALL if the current episode is `token`'s own; the state
-    /// before if it did. Retries while only the other flag bits move (a
-    /// waiter arriving sets WAITERS): failing here would leave `token`
-    /// waiting for its own system call to time out.
-    #[inline]
-    pub(super) fn reclaim(&self, token: Token) -> Option<u64> {
-        let hot = &*self.inner.hot;
-        hot.word.reclaim(|| hot.syscall_owner.load(Relaxed) == token.get())
+    /// The token that took the lock last, unless that was a final release.
+    pub(super) fn last_holder(&self) -> Option<Token> {
+        Token::new(self.last_holder.load(Relaxed))
     }
 
-    /// Marks the holder as in a system call (a new lazy-release episode)
-    /// and counts it, from state `s`, retrying while `keep_trying(state)`;
-    /// `true` if marked. Only the holder calls it, so the count, made
-    /// before the CAS that publishes it, is undone if the CAS fails.
-    pub(super) fn mark_in_call(&self, mut s: u64, keep_trying: impl Fn(u64) -> bool) -> bool {
-        let hot = &*self.inner.hot;
-        while keep_trying(s) {
-            bump(&hot.lazy_releases, 1);
-            match hot.word.enter_call(s, true) {
-                Ok(()) => return true,
-                Err(now) => {
-                    hot.lazy_releases
-                        .store(hot.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
-                    s = now;
-                }
-            }
-        }
-        false
+    /// Whether `token` took the lock last (a forced releaser waiting for a
+    /// switch).
+    pub(super) fn last_held_by(&self, token: Token) -> bool {
+        self.last_holder.load(Relaxed) == token.get()
+    }
+
+    /// How many times the lock has changed hands.
+    pub(super) fn switch_number(&self) -> u64 {
+        self.switch_number.load(Relaxed)
+    }
+
+    /// How many times the lock has been taken.
+    pub(super) fn acquisitions(&self) -> u64 {
+        self.acquisitions.load(Relaxed)
+    }
+
+    /// How many lazy releases marked a system call.
+    pub(super) fn lazy_releases(&self) -> u64 {
+        self.lazy_releases.load(Relaxed)
+    }
+
+    /// The token of the latest lazy-release episode, if any.
+    pub(super) fn syscall_owner(&self) -> Option<Token> {
+        Token::new(self.syscall_owner.load(Relaxed))
+    }
+
+    /// The holder's class, and whether it is in its slice (see `IN_SLICE`).
+    pub(super) fn holder_class(&self) -> (ThreadClass, bool) {
+        let raw = self.holder_class.load(Relaxed);
+        (ThreadClass::from_u8(raw), raw == IN_SLICE)
+    }
+
+    /// The word's `LOCKED` bit: held, or reserved by a lazy release.
+    pub(super) fn locked(&self) -> bool {
+        self.word.load(Relaxed) & LOCKED != 0
     }
 
     /// Bookkeeping of a new holder; runs right after the lock word was won.
     #[inline]
     pub(super) fn became_holder(&self, token: Token, class: ThreadClass) {
-        let hot = &*self.inner.hot;
-        hot.owner.store(token.get(), Relaxed);
-        hot.holder_class.store(class as u8, Relaxed);
-        if hot.last_holder.load(Relaxed) != token.get() {
-            hot.last_holder.store(token.get(), Relaxed);
-            bump(&hot.switch_number, 1);
+        self.owner.store(token.get(), Relaxed);
+        self.holder_class.store(class as u8, Relaxed);
+        if self.last_holder.load(Relaxed) != token.get() {
+            self.last_holder.store(token.get(), Relaxed);
+            bump(&self.switch_number, 1);
         }
-        bump(&hot.acquisitions, 1);
+        bump(&self.acquisitions, 1);
     }
 
-    /// The holder's class, and whether it is in its slice (see `IN_SLICE`).
-    pub(super) fn holder_class(&self) -> (ThreadClass, bool) {
-        let raw = self.inner.hot.holder_class.load(Relaxed);
-        (ThreadClass::from_u8(raw), raw == IN_SLICE)
+    /// The holder took the slice a starving waiter is given.
+    pub(super) fn start_slice(&self) {
+        self.holder_class.store(IN_SLICE, Relaxed);
     }
 
-    /// Sets LOCKED if it is clear; `true` if this call set it.
-    pub(super) fn try_lock_word(&self) -> bool {
-        self.inner.hot.word.try_lock()
+    /// Clears `SYSCALL` if the current episode is `token`'s own; the word
+    /// before if it did. Retries while only the other flag bits move (a
+    /// waiter arriving sets `WAITERS`): failing here would leave `token`
+    /// waiting for its own system call to time out.
+    #[inline]
+    pub(super) fn reclaim(&self, token: Token) -> Option<u64> {
+        self.word.reclaim(|| self.syscall_owner.load(Relaxed) == token.get())
     }
 
-    /// The lock word's LOCKED bit: held, or reserved by a lazy release.
-    pub(super) fn word_locked(&self) -> bool {
-        self.inner.hot.word.load(Relaxed) & LOCKED != 0
+    /// Bookkeeping of a reclaim on the uncontended path: back from a call
+    /// that nobody needed the lock during, so no switch happened, and the
+    /// thread is still I/O-class.
+    #[inline]
+    pub(super) fn back_from_call(&self, token: Token) {
+        self.owner.store(token.get(), Relaxed);
+        self.holder_class.store(ThreadClass::Io as u8, Relaxed);
+        bump(&self.acquisitions, 1);
     }
 
-    /// Takes the lock from a lazily released system call, from state `s`
-    /// (a takeover): `true` if this call did. `free`: leave the lock free
-    /// (to hand it to someone else) rather than taking it.
-    pub(super) fn take_over_call(&self, s: u64, free: bool) -> bool {
-        self.inner.hot.word.take_over_call(s, free)
+    /// The holder begins a release: it no longer runs, and after a final
+    /// release it is nobody's last holder.
+    #[inline]
+    pub(super) fn letting_go(&self, final_release: bool) {
+        self.owner.store(0, Relaxed);
+        if final_release {
+            self.last_holder.store(0, Relaxed);
+        }
+    }
+
+    /// A release `letting_go` began is refused: `token` holds the lock, so
+    /// it was the last holder too.
+    pub(super) fn release_refused(&self, token: Token) {
+        self.owner.store(token.get(), Relaxed);
+        self.last_holder.store(token.get(), Relaxed);
+    }
+
+    /// The holder begins a lazy release: the episode is `token`'s, and it
+    /// no longer runs. Written while still the holder: nobody else writes
+    /// these now.
+    #[inline]
+    pub(super) fn letting_go_lazily(&self, token: Token) {
+        self.syscall_owner.store(token.get(), Relaxed);
+        self.owner.store(0, Relaxed);
+    }
+
+    /// A lazy release `letting_go_lazily` began does not mark a call:
+    /// `token` runs again (`syscall_owner` means nothing without
+    /// `SYSCALL`, which is clear while `token` holds the lock).
+    pub(super) fn lazy_release_undone(&self, token: Token) {
+        self.owner.store(token.get(), Relaxed);
+    }
+
+    /// One attempt at marking the holder as in a system call from word `s`
+    /// (`Word::enter_call`), counted. Only the holder calls it, so the
+    /// count, made before the CAS that publishes it, is undone if the CAS
+    /// fails.
+    #[inline]
+    pub(super) fn enter_call(&self, s: u64, weak: bool) -> Result<(), u64> {
+        bump(&self.lazy_releases, 1);
+        let r = self.word.enter_call(s, weak);
+        if r.is_err() {
+            self.lazy_releases
+                .store(self.lazy_releases.load(Relaxed).wrapping_sub(1), Relaxed);
+        }
+        r
+    }
+
+    /// Marks the holder as in a system call from word `s`, retrying while
+    /// `keep_trying(word)`; whether it did.
+    pub(super) fn mark_in_call(&self, mut s: u64, keep_trying: impl Fn(u64) -> bool) -> bool {
+        while keep_trying(s) {
+            match self.enter_call(s, true) {
+                Ok(()) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// The `INSTR_*` bits observers asked for.
+    #[inline]
+    pub(super) fn instr(&self) -> u8 {
+        self.instr.load(Relaxed)
+    }
+
+    /// Turns an `INSTR_*` bit on or off, and the word's `INSTR` bit with
+    /// them. Callers serialise (`Observers::serial`).
+    pub(super) fn set_instr(&self, bit: u8, on: bool) {
+        if on {
+            self.instr.fetch_or(bit, Relaxed);
+        } else {
+            self.instr.fetch_and(!bit, Relaxed);
+        }
+        self.word.set_instr(self.instr.load(Relaxed) != 0);
+    }
+
+    /// With histograms on: the holder took the lock at `now` (`now_ns`).
+    pub(super) fn hold_started(&self, now: u64) {
+        self.acquired_at.store(now, Relaxed);
+    }
+
+    /// When the hold now ending started, 0 if unknown (histograms turned on
+    /// during it).
+    pub(super) fn take_hold_start(&self) -> u64 {
+        self.acquired_at.swap(0, Relaxed)
+    }
+
+    /// After `fork`: held by `token`, the forking thread, as if it had
+    /// just taken it (one acquisition, one switch); nobody waiting, no
+    /// call, observers as they were.
+    pub(super) fn reset_after_fork(&self, token: Token) {
+        self.lazy_releases.store(0, Relaxed);
+        self.owner.store(token.get(), Relaxed);
+        self.last_holder.store(token.get(), Relaxed);
+        self.syscall_owner.store(0, Relaxed);
+        self.holder_class.store(ThreadClass::Io as u8, Relaxed);
+        self.switch_number.store(1, Relaxed);
+        self.acquisitions.store(1, Relaxed);
+        self.acquired_at.store(0, Relaxed);
+        self.word.reset_held(self.instr() != 0);
     }
 }

@@ -13,8 +13,9 @@ use std::time::Duration;
 /// loom's mutex (no poisoning).
 pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
 
-/// Holds `Some` except for the instant a condvar wait has taken it.
-pub(crate) struct MutexGuard<'a, T>(Option<loom::sync::MutexGuard<'a, T>>);
+/// Holds `Some` except while a condvar wait, or `unlocked_spinning`, has
+/// taken it.
+pub(crate) struct MutexGuard<'a, T>(Option<loom::sync::MutexGuard<'a, T>>, &'a Mutex<T>);
 
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
@@ -22,12 +23,19 @@ impl<T> Mutex<T> {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-        MutexGuard(Some(self.0.lock().unwrap_or_else(|e| e.into_inner())))
+        MutexGuard(Some(self.0.lock().unwrap_or_else(|e| e.into_inner())), self)
     }
+}
 
-    /// As `lock`: the model has no time to spin for.
-    pub(crate) fn lock_spinning(&self, _limit: std::time::Duration) -> MutexGuard<'_, T> {
-        self.lock()
+impl<T> MutexGuard<'_, T> {
+    /// Runs `f` with the mutex unlocked, then locks it again (see
+    /// `pthread::MutexGuard::unlocked_spinning`; the model has no time to
+    /// spin for).
+    pub(crate) fn unlocked_spinning<R>(guard: &mut Self, _limit: Duration, f: impl FnOnce() -> R) -> R {
+        drop(guard.0.take().expect("guard present outside a wait"));
+        let out = f();
+        guard.0 = Some(guard.1.lock().0.take().expect("a fresh guard"));
+        out
     }
 }
 
@@ -107,7 +115,7 @@ impl Clock {
 
 /// A spin is one look: loom explores the interleavings a longer one would
 /// allow.
-pub(crate) fn spin_while(_limit: Duration, busy: impl Fn() -> bool) {
+pub(crate) fn spin_while(_limit: Duration, mut busy: impl FnMut() -> bool) {
     let _ = busy();
     yield_now();
 }

@@ -40,13 +40,30 @@ impl Clock {
 }
 
 /// Spins, without blocking, while `busy()` holds and `limit` has not passed.
-pub(crate) fn spin_while(limit: Duration, busy: impl Fn() -> bool) {
+pub(crate) fn spin_while(limit: Duration, mut busy: impl FnMut() -> bool) {
     let start = Instant::now();
     while busy() && start.elapsed() < limit {
         for _ in 0..32 {
             std::hint::spin_loop();
         }
     }
+}
+
+/// Runs `f` after `unlock()` and before `relock()`, which runs also if `f`
+/// unwinds: a guard's `unlocked_spinning`, the same on every OS.
+pub(crate) fn unlocked<R>(unlock: impl FnOnce(), relock: impl FnOnce(), f: impl FnOnce() -> R) -> R {
+    /// Runs its closure when dropped.
+    struct OnDrop<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for OnDrop<F> {
+        fn drop(&mut self) {
+            if let Some(relock) = self.0.take() {
+                relock();
+            }
+        }
+    }
+    unlock();
+    let _relock = OnDrop(Some(relock));
+    f()
 }
 
 /// Waits with `os_wait` until it is woken or `timeout` has passed on the

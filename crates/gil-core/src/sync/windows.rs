@@ -14,7 +14,7 @@ pub(crate) use super::time::{spin_while, Clock, Stamp};
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
 pub(crate) use std::thread_local;
 
-use super::time::wait_until;
+use super::time::{unlocked, wait_until};
 use super::Clocked;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
@@ -62,7 +62,7 @@ impl<T> Mutex<T> {
 
     /// Locks, but while another thread holds the mutex tries again for up
     /// to `limit` before sleeping (see `pthread::Mutex::lock_spinning`).
-    pub(crate) fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
+    fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
         let start = Instant::now();
         loop {
             // SAFETY: as in `lock`; a failed try leaves the lock as it was.
@@ -83,6 +83,22 @@ impl<T> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
         // SAFETY: the guard exists, so this thread holds the lock.
         unsafe { ReleaseSRWLockExclusive(self.mutex.raw.get()) };
+    }
+}
+
+impl<T> MutexGuard<'_, T> {
+    /// Runs `f` with the mutex unlocked, then locks it again as
+    /// `Mutex::lock_spinning` does with `limit`, also if `f` unwinds (see
+    /// `pthread::MutexGuard::unlocked_spinning`).
+    pub(crate) fn unlocked_spinning<R>(guard: &mut Self, limit: Duration, f: impl FnOnce() -> R) -> R {
+        let mutex = guard.mutex;
+        // A second guard for the lock `guard` holds, dropped, unlocks; a
+        // new lock's guard, forgotten, leaves `guard` standing for it.
+        unlocked(
+            || drop(MutexGuard { mutex }),
+            || std::mem::forget(mutex.lock_spinning(limit)),
+            f,
+        )
     }
 }
 

@@ -27,7 +27,7 @@ pub(crate) use std::thread_local;
 
 pub(crate) use super::time::{spin_while, Clock, Stamp};
 
-use super::time::wait_until;
+use super::time::{unlocked, wait_until};
 use super::Clocked;
 use crate::cancel::NoCancel;
 use std::cell::UnsafeCell;
@@ -84,7 +84,7 @@ impl<T> Mutex<T> {
     /// hand-off, whose counterpart holds the mutex for microseconds of
     /// bookkeeping. Sleeping on the mutex there would cost the wake-up the
     /// spin was meant to save.
-    pub(crate) fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
+    fn lock_spinning(&self, limit: Duration) -> MutexGuard<'_, T> {
         let start = Instant::now();
         loop {
             // SAFETY: as in `lock`; a failed try leaves the mutex as it was.
@@ -116,6 +116,24 @@ impl<T> Drop for MutexGuard<'_, T> {
         // SAFETY: the guard exists, so this thread holds the mutex.
         let r = unsafe { libc::pthread_mutex_unlock(self.mutex.raw.get()) };
         debug_assert_eq!(r, 0, "pthread_mutex_unlock failed");
+    }
+}
+
+impl<T> MutexGuard<'_, T> {
+    /// Runs `f` with the mutex unlocked, then locks it again as
+    /// `Mutex::lock_spinning` does with `limit`, also if `f` unwinds: for a
+    /// thread that watches for a hand-off without the mutex (parking_lot's
+    /// `MutexGuard::unlocked`). `guard` is lent out meanwhile, so nothing
+    /// can reach the value through it while the mutex is not held.
+    pub(crate) fn unlocked_spinning<R>(guard: &mut Self, limit: Duration, f: impl FnOnce() -> R) -> R {
+        let mutex = guard.mutex;
+        // A second guard for the lock `guard` holds, dropped, unlocks; a
+        // new lock's guard, forgotten, leaves `guard` standing for it.
+        unlocked(
+            || drop(MutexGuard { mutex }),
+            || std::mem::forget(mutex.lock_spinning(limit)),
+            f,
+        )
     }
 }
 

@@ -1,0 +1,140 @@
+//! The lock's settings, as built from its [`GilConfig`]: fixed for its
+//! life but for the switch interval, which
+//! [`Gil::set_switch_interval_us`](crate::Gil::set_switch_interval_us)
+//! may change. Each is read where it decides something; none is written
+//! elsewhere.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use crate::config::{
+    check_laps, check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback,
+    DEFAULT_SWITCH_INTERVAL_US,
+};
+use crate::policy;
+use crate::sync::AtomicU64;
+use crate::{GilConfig, GilError, Policy, Settings};
+
+/// A lock's settings (see the module docs).
+pub(super) struct Tuning {
+    policy: Policy,
+    /// The switch interval in microseconds, as set (0 behaves as 1 µs).
+    interval_us: AtomicU64,
+    /// `Some(threshold)` when lazy release is on.
+    lazy_release: Option<Duration>,
+    /// Timed by the monitor thread, waiters served in order (`monitor.rs`).
+    monitor: bool,
+    /// How long a thread waiting for a hand-off spins before sleeping
+    /// (`GilConfig::spin_us`), while spinning can help ([`Tuning::spin_limit`]).
+    spin: Option<Duration>,
+    /// The spin limit as configured, in microseconds.
+    spin_us: u64,
+    /// A CPU-class thread always takes the lock through the waiting room
+    /// ([`policy::cpu_through_room`]).
+    cpu_through_room: bool,
+    /// The bound on laps (0: none), see `GilConfig::laps`.
+    laps: u32,
+    on_drop_request: Option<DropRequestCallback>,
+}
+
+impl Tuning {
+    /// The settings `config` asks for.
+    ///
+    /// # Errors
+    /// As [`Gil::new`](crate::Gil::new): a duration or the bound on laps
+    /// out of range.
+    pub(super) fn new(config: GilConfig) -> Result<Tuning, GilError> {
+        let interval = check_switch_interval(config.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US))?;
+        let lazy = check_lazy_threshold(config.lazy_release_us)?;
+        let spin = check_spin(config.spin_us)?;
+        let laps = check_laps(config.laps)?;
+        Ok(Tuning {
+            policy: config.policy,
+            interval_us: AtomicU64::new(interval),
+            lazy_release: lazy.map(Duration::from_micros),
+            monitor: config.monitor,
+            spin: (spin > 0).then(|| Duration::from_micros(spin)),
+            spin_us: spin,
+            cpu_through_room: policy::cpu_through_room(config.policy, spin > 0),
+            laps,
+            on_drop_request: config.on_drop_request,
+        })
+    }
+
+    #[inline]
+    pub(super) fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// The lazy-release threshold, `None` if lazy release is off.
+    #[inline]
+    pub(super) fn lazy_release(&self) -> Option<Duration> {
+        self.lazy_release
+    }
+
+    /// Whether the monitor thread keeps the time.
+    #[inline]
+    pub(super) fn monitored(&self) -> bool {
+        self.monitor
+    }
+
+    /// Whether a CPU-class thread always takes the lock through the
+    /// waiting room.
+    #[inline]
+    pub(super) fn cpu_through_room(&self) -> bool {
+        self.cpu_through_room
+    }
+
+    /// The bound on laps (0: none).
+    pub(super) fn laps(&self) -> u32 {
+        self.laps
+    }
+
+    /// The host's drop-request callback, if any.
+    pub(super) fn on_drop_request(&self) -> Option<&DropRequestCallback> {
+        self.on_drop_request.as_ref()
+    }
+
+    /// The spin limit as configured, in microseconds (0: no spinning).
+    pub(super) fn spin_us(&self) -> u64 {
+        self.spin_us
+    }
+
+    /// The spin limit in effect for the calling thread now: none while the
+    /// CPUs it may use are one or fewer (see `Gil::spin_us_now`), which is
+    /// re-read at a bounded rate.
+    pub(super) fn spin_limit(&self) -> Option<Duration> {
+        self.spin.filter(|_| crate::sync::spinning_helps())
+    }
+
+    /// The switch interval in microseconds, as set.
+    pub(super) fn interval_us(&self) -> u64 {
+        self.interval_us.load(Relaxed)
+    }
+
+    /// The switch interval in effect (0 set means 1 µs).
+    pub(super) fn interval(&self) -> Duration {
+        Duration::from_micros(self.interval_us().max(1))
+    }
+
+    /// Sets the switch interval.
+    ///
+    /// # Errors
+    /// [`GilError::InvalidSwitchInterval`] if out of range; unchanged then.
+    pub(super) fn set_interval_us(&self, us: u64) -> Result<(), GilError> {
+        self.interval_us.store(check_switch_interval(us)?, Relaxed);
+        Ok(())
+    }
+
+    /// The settings as they stand.
+    pub(super) fn settings(&self) -> Settings {
+        Settings {
+            switch_interval_us: self.interval_us(),
+            policy: self.policy,
+            lazy_release_us: self.lazy_release.map(|d| d.as_micros() as u64),
+            monitor: self.monitor,
+            spin_us: self.spin_us,
+            laps: self.laps,
+        }
+    }
+}

@@ -18,7 +18,7 @@
 
 use std::cell::Cell;
 
-use crate::sync::thread_local;
+use crate::sync::thread_cell;
 
 /// Which queue a waiter joins, and whether an I/O waiter may preempt a holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,19 +40,19 @@ impl ThreadClass {
     }
 }
 
-thread_local! {
+thread_cell! {
     /// (lock address, token, class) of this OS thread's last release.
-    // loom's thread_local! does not take `const { }` initialisers.
-    #[allow(clippy::missing_const_for_thread_local)]
     static LAST_RELEASE: Cell<(usize, usize, u8)> = Cell::new((0, 0, 0));
 }
 
 /// Records the class `token` has after releasing `lock` for `reason`.
+#[inline]
 pub(crate) fn remember(lock: usize, token: usize, class: ThreadClass) {
     LAST_RELEASE.with(|c| c.set((lock, token, class as u8)));
 }
 
 /// The class `token` has now on `lock`, as far as this thread remembers.
+#[inline]
 pub(crate) fn recall(lock: usize, token: usize) -> ThreadClass {
     LAST_RELEASE.with(|c| {
         let (l, t, class) = c.get();

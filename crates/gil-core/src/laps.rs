@@ -18,12 +18,10 @@ use crate::config::MAX_LAPS;
 
 /// How many acquisitions are remembered: the largest bound accepted.
 const KEPT: usize = MAX_LAPS as usize;
-use crate::sync::thread_local;
+use crate::sync::thread_cell;
 
-thread_local! {
+thread_cell! {
     /// (lock address, token, acquisition numbers, newest first; 0: none).
-    // loom's thread_local! does not take `const { }` initialisers.
-    #[allow(clippy::missing_const_for_thread_local)]
     static RECENT: Cell<(usize, usize, [u64; KEPT])> = Cell::new((0, 0, [0; KEPT]));
 }
 

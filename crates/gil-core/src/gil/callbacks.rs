@@ -23,17 +23,15 @@ use std::cell::Cell;
 
 use super::Gil;
 use crate::cancel::NoCancel;
-use crate::sync::thread_local;
+use crate::sync::thread_cell;
 
 /// How many nested callbacks (of different locks) a thread can be inside
 /// and still have each detected; deeper ones run unrecorded.
 const DEPTH: usize = 8;
 
-thread_local! {
+thread_cell! {
     /// The locks (`Gil::id`) whose callbacks this thread is inside, 0 in
     /// unused slots.
-    // loom's thread_local! does not take `const { }` initialisers.
-    #[allow(clippy::missing_const_for_thread_local)]
     static INSIDE: Cell<[usize; DEPTH]> = Cell::new([0; DEPTH]);
 }
 

@@ -6,7 +6,6 @@
 use super::Clocked;
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
 pub(crate) use loom::thread::yield_now;
-pub(crate) use loom::thread_local;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 

@@ -50,6 +50,20 @@ pub(crate) use self::windows::*;
 #[cfg(all(not(gil_loom), not(unix), not(windows)))]
 compile_error!("gil-core needs POSIX threads or Windows: its lock is built on their mutexes and condition variables, as CPython's GIL is");
 
+/// Declares a thread-local `Cell` that the protocol reads on its paths:
+/// std's with a `const` initialiser, so an access is a plain load with no
+/// first-use check and no destructor registered; loom's under loom, which
+/// takes no `const { }` initialiser and models the thread's copy.
+macro_rules! thread_cell {
+    ($(#[$attr:meta])* static $name:ident: $ty:ty = $init:expr;) => {
+        #[cfg(not(gil_loom))]
+        std::thread_local! { $(#[$attr])* static $name: $ty = const { $init }; }
+        #[cfg(gil_loom)]
+        loom::thread_local! { $(#[$attr])* static $name: $ty = $init; }
+    };
+}
+pub(crate) use thread_cell;
+
 /// Data guarded by a mutex that timed waits on it take their time from
 /// (under loom, the tick count a wait compares before and after).
 pub(crate) trait Clocked {

@@ -12,7 +12,6 @@
 
 pub(crate) use super::time::{spin_while, Clock, Stamp};
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
-pub(crate) use std::thread_local;
 
 use super::time::{unlocked, wait_until};
 use super::Clocked;

@@ -23,7 +23,6 @@
 //! moves.
 
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
-pub(crate) use std::thread_local;
 
 pub(crate) use super::time::{spin_while, Clock, Stamp};
 

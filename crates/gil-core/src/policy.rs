@@ -46,11 +46,11 @@ pub(crate) const WATCH_HOLD: Duration = Duration::from_micros(10);
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Census {
     /// I/O-class waiters (every waiter, unless the policy is priority).
-    pub(crate) io: usize,
+    io: usize,
     /// CPU-class waiters.
-    pub(crate) cpu: usize,
+    cpu: usize,
     /// CPU-class waiters past the starvation bound.
-    pub(crate) starving: usize,
+    starving: usize,
 }
 
 impl Census {
@@ -63,6 +63,11 @@ impl Census {
             ThreadClass::Io => self.io += 1,
             ThreadClass::Cpu => self.cpu += 1,
         }
+    }
+
+    /// One of the waiters has passed the starvation bound.
+    pub(crate) fn starve(&mut self) {
+        self.starving += 1;
     }
 
     pub(crate) fn leave(&mut self, class: ThreadClass, starving: bool) {

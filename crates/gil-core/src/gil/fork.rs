@@ -61,7 +61,7 @@ impl Gil {
         let slow = self.inner.room.replace_after_fork();
         // SAFETY: `Room` only ever holds a pointer from `Box::into_raw`, and
         // one it has replaced is only ever retired, never freed.
-        unsafe { retire(&RETIRED, slow, |s| &s.next_retired) };
+        unsafe { retire(&RETIRED, slow, |s| s.next_retired()) };
         let accounts = self.inner.observers.replace_after_fork();
         // SAFETY: as for `slow`, with `Observers`.
         unsafe { retire(&RETIRED_ACCOUNTS, accounts, |a| &a.next_retired) };

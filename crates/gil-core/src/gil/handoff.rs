@@ -56,13 +56,13 @@ impl Gil {
         let policy = self.inner.tuning.policy();
         // Whether it kept time for the others (see `keeps_time`): then
         // whoever takes over that job is woken to do it.
-        let was_designee = room.designee(policy).is_some_and(|d| d.ticket == w.ticket);
+        let was_designee = room.designee(policy).is_some_and(|d| d.ticket() == w.ticket());
         let was_timing_starvation = room.first_to_starve(policy, w);
         let starving = room.remove(w);
-        if !self.inner.tuning.monitored() && room.census.waiters() > 0 {
+        if !self.inner.tuning.monitored() && room.census().waiters() > 0 {
             room.wake_timekeepers(policy, was_designee, was_timing_starvation || starving);
         }
-        if room.census.waiters() == 0 {
+        if room.census().waiters() == 0 {
             self.inner.hot.word().clear_waiters();
             if !with_lock {
                 self.inner.room.clear_drop_request();
@@ -83,13 +83,13 @@ impl Gil {
     /// (`try_acquire`).
     pub(super) fn may_take_now(&self, token: Token, class: ThreadClass, room: &mut WaitRoom) -> bool {
         let turn = self.turn(room, None, token);
-        policy::may_take(self.inner.tuning.policy(), room.census, class, false, turn)
+        policy::may_take(self.inner.tuning.policy(), room.census(), class, false, turn)
     }
 
     /// Whether waiter `w` may take the free lock now.
     pub(super) fn may_take_queued(&self, room: &mut WaitRoom, w: &Waiter<'_>) -> bool {
-        let turn = self.turn(room, Some(w.ticket), w.token);
-        policy::may_take(self.inner.tuning.policy(), room.census, w.class, w.starving, turn)
+        let turn = self.turn(room, Some(w.ticket()), w.token());
+        policy::may_take(self.inner.tuning.policy(), room.census(), w.class(), w.starving(), turn)
     }
 
     /// Where the designee stands for `token`, the waiter with `ticket`
@@ -109,7 +109,7 @@ impl Gil {
             let now = self.inner.hot.acquisitions();
             !policy::may_overtake(laps::since(self.id(), token.get(), joined_at, now), tuning.laps())
         };
-        if lapped || room.clock.passed(since, bound) {
+        if lapped || room.clock().passed(since, bound) {
             Turn::Reserved(class)
         } else {
             Turn::Open
@@ -119,7 +119,7 @@ impl Gil {
     /// Raises the drop request for waiter `w`. If the host's callback
     /// panicked, `w` leaves the room and the panic goes on.
     pub(super) fn request_drop_for(&self, slow: &Slow, room: &mut WaitRoom, w: &Waiter<'_>) {
-        if let Err(panic) = self.request_drop(Some(w.token)) {
+        if let Err(panic) = self.request_drop(Some(w.token())) {
             self.leave(slow, room, w, false);
             std::panic::resume_unwind(panic);
         }
@@ -209,10 +209,10 @@ impl Gil {
         match room.slice() {
             Some((n, start)) if n == sn && self.inner.hot.holder_class().1 => {
                 let length = policy::slice(self.interval());
-                Some(if room.clock.passed(start, length) {
+                Some(if room.clock().passed(start, length) {
                     Duration::ZERO
                 } else {
-                    room.clock.left(start, length)
+                    room.clock().left(start, length)
                 })
             }
             _ => None,
@@ -239,7 +239,7 @@ impl Gil {
         let hot = &*self.inner.hot;
         let policy = self.inner.tuning.policy();
         let slow = self.slow();
-        let mut room = slow.mutex.lock();
+        let mut room = slow.lock();
         let requested = self.inner.room.take_drop_request();
         let asked = room.request_answered();
         let held_as = hot.holder_class().0;
@@ -248,7 +248,7 @@ impl Gil {
         }
         hot.word().unlock();
         room.wake_next(policy);
-        if !policy::waits_for_switch(reason, requested) || room.census.waiters() == 0 {
+        if !policy::waits_for_switch(reason, requested) || room.census().waiters() == 0 {
             return;
         }
         // Forced switching: don't return (and maybe win the lock straight
@@ -259,7 +259,7 @@ impl Gil {
         if let Some(limit) = self.inner.tuning.spin_limit() {
             MutexGuard::unlocked_spinning(&mut room, limit, || spin_while(limit, || hot.last_held_by(token)));
         }
-        while hot.last_held_by(token) && room.census.waiters() > 0 {
+        while hot.last_held_by(token) && room.census().waiters() > 0 {
             slow.wait_for_switch(&mut room);
         }
         room.waiting_for_switch(false);

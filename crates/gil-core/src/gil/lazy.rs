@@ -53,9 +53,9 @@ impl Gil {
         // call at once. A pending request, or (priority) an I/O-class
         // waiter, makes the release a real one.
         let slow = self.slow();
-        let room = slow.mutex.lock();
+        let room = slow.lock();
         let policy = self.inner.tuning.policy();
-        if self.inner.room.drop_requested() || policy::lazy_hands_over(policy, room.census) {
+        if self.inner.room.drop_requested() || policy::lazy_hands_over(policy, room.census()) {
             drop(room);
             hot.lazy_release_undone(token);
             return self.release_now(token, ReleaseReason::Voluntary, observed);

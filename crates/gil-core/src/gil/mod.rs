@@ -181,7 +181,7 @@ impl Gil {
         // Free, but waiters are being woken: take it under the mutex, like
         // they do, so they always see a consistent holder.
         let slow = self.slow();
-        let mut room = slow.mutex.lock();
+        let mut room = slow.lock();
         if !self.may_take_now(token, class, &mut room) || !self.inner.hot.word().try_lock() {
             return Ok(false);
         }
@@ -516,8 +516,8 @@ impl Gil {
     #[doc(hidden)]
     pub fn loom_tick(&self, under_mutex: impl FnOnce()) {
         let slow = self.slow();
-        let mut room = slow.mutex.lock();
-        room.clock.tick();
+        let mut room = slow.lock();
+        room.tick();
         if self.inner.tuning.monitored() {
             self.monitor_pass_locked(&mut room);
         }

@@ -61,28 +61,49 @@ use super::room::{first_seen, WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
 use super::Gil;
 use crate::policy;
-use crate::sync::MutexGuard;
+use crate::sync::{MutexGuard, Stamp};
+
+/// The monitor's share of a [`WaitRoom`]: written only here.
+#[derive(Default)]
+pub(super) struct MonitorRoom {
+    /// The lock is in the monitor thread's list: the process (`process::id`)
+    /// whose monitor lists it. A fork child inherits its parent's value,
+    /// and the parent's monitor thread is not there.
+    registered: Option<u32>,
+    /// The holder being timed: its switch number, and since when.
+    watch: Option<(u64, Stamp)>,
+    /// Lazy release: the system-call episode being timed (generation, first seen).
+    episode: Option<(u64, Stamp)>,
+    /// The interval's drop request was put off once because the holder was
+    /// in a call first seen at that look (see `monitor_pass_locked`).
+    deferred: bool,
+}
+
+/// `room`'s monitor share, to write.
+fn mon(room: &mut WaitRoom) -> &mut MonitorRoom {
+    room.monitor_mut().0
+}
 
 impl Gil {
     /// A monitored lock just changed hands under the mutex: time the new holder.
     pub(super) fn watch_new_holder(&self, room: &mut WaitRoom) {
-        let now = room.clock.now();
-        room.monitor.watch = Some((self.inner.hot.switch_number(), now));
+        let now = room.clock().now();
+        mon(room).watch = Some((self.inner.hot.switch_number(), now));
     }
 
     /// Waiter `w` has just joined: makes sure the monitor watches the lock.
     pub(super) fn monitor_joined(&self, room: &mut WaitRoom, w: &Waiter) {
-        if room.queue.len() == 1 {
+        if room.queue().len() == 1 {
             // The first waiter: the holder's interval (and its call, if it
             // is in one) is timed from now, even if the lock is still in the
             // monitor's list with a schedule made for earlier waiters.
             let sn = self.inner.hot.switch_number();
-            room.monitor.watch = Some((sn, w.since));
-            room.monitor.episode = None;
-            room.monitor.deferred = false;
+            mon(room).watch = Some((sn, w.since()));
+            mon(room).episode = None;
+            mon(room).deferred = false;
         }
-        if room.monitor.registered != Some(process::id()) {
-            room.monitor.registered = process::watch(self).then(process::id);
+        if room.monitor().registered != Some(process::id()) {
+            mon(room).registered = process::watch(self).then(process::id);
         } else {
             // Still in the monitor's list, but its schedule was made before
             // this waiter came: the holder may be in a system call nobody
@@ -103,7 +124,7 @@ impl Gil {
         w: &Waiter<'_>,
         abortable: bool,
     ) -> bool {
-        if room.monitor.registered.is_none() {
+        if room.monitor().registered.is_none() {
             // No monitor thread: keep the time ourselves.
             let next = self.monitor_pass_locked(room).unwrap_or_else(|| self.interval());
             w.wait(room, true, next)
@@ -116,15 +137,12 @@ impl Gil {
     /// (see the module docs) and returns how soon to look again, or `None`
     /// if the lock has no waiter (it then leaves the monitor's list).
     pub(super) fn monitor_pass_locked(&self, room: &mut WaitRoom) -> Option<Duration> {
-        if room.queue.is_empty() {
-            room.monitor.registered = None;
-            room.monitor.watch = None;
-            room.monitor.episode = None;
-            room.monitor.deferred = false;
+        if room.queue().is_empty() {
+            *mon(room) = MonitorRoom::default();
             return None;
         }
         let interval = self.interval();
-        let now = room.clock.now();
+        let now = room.clock().now();
         let mut next = interval;
 
         // A lazily released system call that outlasted the threshold.
@@ -133,58 +151,59 @@ impl Gil {
         match self.inner.tuning.lazy_release() {
             Some(threshold) if s & SYSCALL != 0 => {
                 let gen = generation(s);
-                new_episode = room.monitor.episode.is_none_or(|(g, _)| g != gen);
-                let since = first_seen(&mut room.monitor.episode, gen, &room.clock);
+                let (m, clock) = room.monitor_mut();
+                new_episode = m.episode.is_none_or(|(g, _)| g != gen);
+                let since = first_seen(&mut m.episode, gen, clock);
                 if new_episode {
                     next = next.min(threshold);
-                } else if room.clock.passed(since, threshold) {
+                } else if room.clock().passed(since, threshold) {
                     self.take_over_system_call(s, room);
                 } else {
-                    next = next.min(room.clock.left(since, threshold));
+                    next = next.min(room.clock().left(since, threshold));
                 }
             }
-            _ => room.monitor.episode = None,
+            _ => mon(room).episode = None,
         }
 
         // The starvation bound: the first CPU-class waiter, while nobody
         // starves, timed from its arrival or the CPU class's last turn.
         let (mut ask, mut starved) = (false, false);
-        if let Some(i) = policy::next_to_starve(self.inner.tuning.policy(), room.census, room.queue.iter()) {
+        if let Some(i) = policy::next_to_starve(self.inner.tuning.policy(), room.census(), room.queue().iter()) {
             let bound = policy::starvation_bound(interval);
-            let since = policy::starvation_start(room.queue[i].since, room.cpu_served());
-            if room.clock.passed(since, bound) {
-                let ticket = room.queue[i].ticket;
+            let since = policy::starvation_start(room.queue()[i].since(), room.cpu_served());
+            if room.clock().passed(since, bound) {
+                let ticket = room.queue()[i].ticket();
                 room.mark_starving(ticket);
                 self.inner.tally.starvation_promotion();
                 ask = true;
                 starved = true;
             } else {
-                next = next.min(room.clock.left(since, bound));
+                next = next.min(room.clock().left(since, bound));
             }
         }
 
         // The switch interval.
         let mut interval_due = false;
         let sn = self.inner.hot.switch_number();
-        match room.monitor.watch {
+        match room.monitor().watch {
             Some((w, since)) if w == sn => {
                 let hold = policy::runs_for(interval, self.inner.hot.holder_class().1);
-                if room.clock.passed(since, hold) {
-                    if policy::defers_request(new_episode, room.monitor.deferred) {
-                        room.monitor.deferred = true;
+                if room.clock().passed(since, hold) {
+                    if policy::defers_request(new_episode, room.monitor().deferred) {
+                        mon(room).deferred = true;
                     } else {
                         ask = true;
                         interval_due = true;
-                        room.monitor.deferred = false;
-                        room.monitor.watch = Some((sn, now));
+                        mon(room).deferred = false;
+                        mon(room).watch = Some((sn, now));
                     }
                 } else {
-                    next = next.min(room.clock.left(since, hold));
+                    next = next.min(room.clock().left(since, hold));
                 }
             }
             _ => {
-                room.monitor.watch = Some((sn, now));
-                room.monitor.deferred = false;
+                mon(room).watch = Some((sn, now));
+                mon(room).deferred = false;
             }
         }
 
@@ -215,7 +234,7 @@ impl Gil {
             return; // it came back (or the state moved): nothing to take
         }
         self.inner.tally.lazy_takeover();
-        room.monitor.episode = None;
+        mon(room).episode = None;
         self.observe_takeover(None);
         room.wake_next(self.inner.tuning.policy());
     }
@@ -241,7 +260,7 @@ impl Gil {
     #[cfg(not(gil_loom))]
     fn monitor_pass(&self) -> Option<Duration> {
         let slow = self.slow();
-        let mut room = slow.mutex.lock();
+        let mut room = slow.lock();
         self.monitor_pass_locked(&mut room)
     }
 }

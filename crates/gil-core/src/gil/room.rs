@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use super::monitor::MonitorRoom;
 use crate::class::ThreadClass;
 use crate::policy::{self, Asked, Candidate, Census};
 use crate::sync::{AtomicBool, AtomicPtr, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
@@ -119,9 +120,9 @@ impl Drop for Room {
 pub(super) struct WaitRoom {
     /// Who waits in `acquire`, by class (all I/O-class unless the policy
     /// is priority), and how many of them starve.
-    pub(super) census: Census,
+    census: Census,
     /// The waiters in arrival order.
-    pub(super) queue: VecDeque<Queued>,
+    queue: VecDeque<Queued>,
     next_ticket: u64,
     /// The designee seen last (its ticket), and since when it has been the
     /// designee: the hand-off bound is timed from then.
@@ -139,9 +140,9 @@ pub(super) struct WaitRoom {
     /// the holder: see [`policy::class_after_request`].
     asked: Asked,
     /// Monitored locks: the monitor's timing.
-    pub(super) monitor: MonitorRoom,
+    monitor: MonitorRoom,
     /// The protocol's clock (under loom, the model's ticks).
-    pub(super) clock: Clock,
+    clock: Clock,
 }
 
 impl Clocked for WaitRoom {
@@ -153,12 +154,12 @@ impl Clocked for WaitRoom {
 /// The parts only the slow paths use. Replaced (never freed) by
 /// `Room::replace_after_fork`, see `Gil::reinit_after_fork`.
 pub(super) struct Slow {
-    pub(super) mutex: Mutex<WaitRoom>,
+    mutex: Mutex<WaitRoom>,
     /// Forced releasers block here until a switch (CPython's `switch_cond`).
     switch_cond: Condvar,
     /// Next entry of the retired list once this one has been replaced
     /// (`fork.rs`).
-    pub(super) next_retired: std::sync::atomic::AtomicPtr<Slow>,
+    next_retired: std::sync::atomic::AtomicPtr<Slow>,
 }
 
 impl Slow {
@@ -168,6 +169,16 @@ impl Slow {
             switch_cond: Condvar::new(),
             next_retired: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         }
+    }
+
+    /// The waiting room, locked.
+    pub(super) fn lock(&self) -> MutexGuard<'_, WaitRoom> {
+        self.mutex.lock()
+    }
+
+    /// The link of the retired list (`fork.rs`).
+    pub(super) fn next_retired(&self) -> &std::sync::atomic::AtomicPtr<Slow> {
+        &self.next_retired
     }
 
     /// Tells the forced releasers waiting for a switch to look again.
@@ -183,12 +194,12 @@ impl Slow {
 
 /// A waiter's entry in the queue.
 pub(super) struct Queued {
-    pub(super) ticket: u64,
-    pub(super) class: ThreadClass,
+    ticket: u64,
+    class: ThreadClass,
     /// When it joined, on the protocol's clock.
-    pub(super) since: Stamp,
+    since: Stamp,
     /// Past the starvation bound.
-    pub(super) starving: bool,
+    starving: bool,
     /// The lock's acquisition count when it joined: who has overtaken it
     /// since ([`policy::may_overtake`]).
     joined_at: u64,
@@ -208,6 +219,16 @@ impl Candidate for Queued {
 }
 
 impl Queued {
+    /// Its place in the queue.
+    pub(super) fn ticket(&self) -> u64 {
+        self.ticket
+    }
+
+    /// When it joined, on the protocol's clock.
+    pub(super) fn since(&self) -> Stamp {
+        self.since
+    }
+
     /// Wakes this waiter.
     pub(super) fn wake(&self) {
         // SAFETY: see `CondRef`: entries are only reached through the room,
@@ -225,6 +246,31 @@ struct CondRef(*const Condvar);
 unsafe impl Send for CondRef {}
 
 impl WaitRoom {
+    /// Who waits, by class, and how many of them starve.
+    pub(super) fn census(&self) -> Census {
+        self.census
+    }
+
+    /// The waiters in arrival order.
+    pub(super) fn queue(&self) -> &VecDeque<Queued> {
+        &self.queue
+    }
+
+    /// The protocol's clock.
+    pub(super) fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The monitor's share (`monitor.rs` keeps it), with the clock it times by.
+    pub(super) fn monitor_mut(&mut self) -> (&mut MonitorRoom, &Clock) {
+        (&mut self.monitor, &self.clock)
+    }
+
+    /// The monitor's share, to read.
+    pub(super) fn monitor(&self) -> &MonitorRoom {
+        &self.monitor
+    }
+
     /// `token`, of `class`, joins the queue and the census, the lock having
     /// been taken `acquisitions` times, and waits on `cond` (which must
     /// outlive its entry: the waiter leaves with [`WaitRoom::remove`]
@@ -287,7 +333,7 @@ impl WaitRoom {
     /// The waiter with `ticket` is past the starvation bound.
     pub(super) fn mark_starving(&mut self, ticket: u64) {
         self.entry_mut(ticket).starving = true;
-        self.census.starving += 1;
+        self.census.starve();
     }
 
     /// A waiter that kept time has left (plain room): whoever keeps time
@@ -402,6 +448,12 @@ impl WaitRoom {
         self.designee(policy).is_some_and(|d| d.ticket == w.ticket) || self.first_to_starve(policy, w)
     }
 
+    /// Under loom: the model's clock ticks.
+    #[cfg(gil_loom)]
+    pub(super) fn tick(&mut self) {
+        self.clock.tick();
+    }
+
     /// Under loom: wakes every waiter, so timed waits can see the tick.
     #[cfg(gil_loom)]
     pub(super) fn wake_all(&self) {
@@ -413,23 +465,58 @@ impl WaitRoom {
 
 /// A thread in the waiting room.
 pub(super) struct Waiter<'c> {
-    pub(super) token: Token,
-    pub(super) class: ThreadClass,
+    token: Token,
+    class: ThreadClass,
     /// When it called `acquire`, for the wait-time accounts.
-    pub(super) started: Instant,
+    started: Instant,
     /// When it joined, on the protocol's clock (the starvation bound).
-    pub(super) since: Stamp,
+    since: Stamp,
     /// Past the starvation bound, as marked by itself (plain room; the
     /// monitor marks only the queue entry, which is what counts).
-    pub(super) starving: bool,
+    starving: bool,
     /// Its place in the queue.
-    pub(super) ticket: u64,
+    ticket: u64,
     /// Its own condition variable, on its stack, which its queue entry
     /// points to: a release wakes exactly it.
     cond: &'c Condvar,
 }
 
 impl Waiter<'_> {
+    /// The thread's token.
+    pub(super) fn token(&self) -> Token {
+        self.token
+    }
+
+    /// Its class while it waits.
+    pub(super) fn class(&self) -> ThreadClass {
+        self.class
+    }
+
+    /// When it called `acquire`.
+    pub(super) fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// When it joined, on the protocol's clock.
+    pub(super) fn since(&self) -> Stamp {
+        self.since
+    }
+
+    /// Past the starvation bound, as marked by itself.
+    pub(super) fn starving(&self) -> bool {
+        self.starving
+    }
+
+    /// Its place in the queue.
+    pub(super) fn ticket(&self) -> u64 {
+        self.ticket
+    }
+
+    /// It has passed the starvation bound, as it sees for itself (plain room).
+    pub(super) fn mark_starving(&mut self) {
+        self.starving = true;
+    }
+
     /// Waits on its condition variable for at most `timeout` if it keeps
     /// time (`timed`), else until woken. Whether it timed out.
     pub(super) fn wait(&self, room: &mut MutexGuard<'_, WaitRoom>, timed: bool, timeout: Duration) -> bool {
@@ -455,20 +542,4 @@ pub(super) fn first_seen(slot: &mut Option<(u64, Stamp)>, key: u64, clock: &Cloc
             now
         }
     }
-}
-
-/// The monitor's share of a [`WaitRoom`] (`monitor.rs` keeps it).
-#[derive(Default)]
-pub(super) struct MonitorRoom {
-    /// The lock is in the monitor thread's list: the process (`process::id`)
-    /// whose monitor lists it. A fork child inherits its parent's value,
-    /// and the parent's monitor thread is not there.
-    pub(super) registered: Option<u32>,
-    /// The holder being timed: its switch number, and since when.
-    pub(super) watch: Option<(u64, Stamp)>,
-    /// Lazy release: the system-call episode being timed (generation, first seen).
-    pub(super) episode: Option<(u64, Stamp)>,
-    /// The interval's drop request was put off once because the holder was
-    /// in a call first seen at that look (see `monitor_pass_locked`).
-    pub(super) deferred: bool,
 }

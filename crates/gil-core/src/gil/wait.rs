@@ -82,15 +82,15 @@ impl Gil {
         let started = Instant::now();
         let slow = self.slow();
         let cond = Condvar::new();
-        let mut room = slow.mutex.lock();
+        let mut room = slow.lock();
         let mut w = self.join(&mut room, token, started, &cond);
         if !self.wait_in_room(slow, &mut room, &mut w, &mut should_abort) {
             self.leave(slow, &mut room, &w, false);
             return Err(GilError::Aborted);
         }
         let starved = self.leave(slow, &mut room, &w, true);
-        self.took_over_under_mutex(token, w.class, starved, slow, &mut room);
-        self.waited(w.started);
+        self.took_over_under_mutex(token, w.class(), starved, slow, &mut room);
+        self.waited(w.started());
         Ok(())
     }
 
@@ -118,7 +118,7 @@ impl Gil {
         };
         loop {
             let s = hot.word().load(Relaxed);
-            if s & SYSCALL != 0 && hot.reclaim(w.token).is_some() {
+            if s & SYSCALL != 0 && hot.reclaim(w.token()).is_some() {
                 // Our own system call (the fast path lost a race with a
                 // waiter's arrival): just take it back.
                 return true;
@@ -142,11 +142,11 @@ impl Gil {
                 // then watch it if it is an I/O-class thread.
                 let (holder, slice) = hot.holder_class();
                 let sn = hot.switch_number();
-                if policy::urgent(policy, w.class, holder, w.starving, slice) && rounds.asked_at_once != Some(sn) {
+                if policy::urgent(policy, w.class(), holder, w.starving(), slice) && rounds.asked_at_once != Some(sn) {
                     rounds.asked_at_once = Some(sn);
                     // A starving waiter asks for itself, not to preempt.
-                    room.note_request(false, w.starving);
-                    if self.ask_at_once(slow, room, w, !w.starving) {
+                    room.note_request(false, w.starving());
+                    if self.ask_at_once(slow, room, w, !w.starving()) {
                         continue;
                     }
                 }
@@ -202,10 +202,10 @@ impl Gil {
             // The holder is in a system call: take it over once the call
             // has lasted the threshold.
             let threshold = self.inner.tuning.lazy_release().unwrap_or_default();
-            let since = first_seen(&mut clock.episode, generation(s), &room.clock);
-            if room.clock.passed(since, threshold) && may_take && hot.word().take_over_call(s, false) {
+            let since = first_seen(&mut clock.episode, generation(s), room.clock());
+            if room.clock().passed(since, threshold) && may_take && hot.word().take_over_call(s, false) {
                 self.inner.tally.lazy_takeover();
-                self.observe_takeover(Some(w.token));
+                self.observe_takeover(Some(w.token()));
                 return Woke::Took;
             }
             // The holder's switch interval runs on while it is in short
@@ -214,16 +214,16 @@ impl Gil {
             // then only raises the flag (nobody runs to call back); the
             // holder answers at its next release.
             let sn = hot.switch_number();
-            let held = first_seen(&mut clock.waiting_on, sn, &room.clock);
+            let held = first_seen(&mut clock.waiting_on, sn, room.clock());
             clock.timing_holder = Some(sn);
             let left = room
-                .clock
+                .clock()
                 .left(since, threshold)
-                .min(room.clock.left(held, self.interval()));
+                .min(room.clock().left(held, self.interval()));
             w.wait(room, timed, left);
             // A call that has outlasted the threshold is taken over (next
             // round), not asked to end.
-            room.clock.passed(held, self.interval()) && !room.clock.passed(since, threshold)
+            room.clock().passed(held, self.interval()) && !room.clock().passed(since, threshold)
         } else if s & LOCKED == 0 {
             // Free, but not ours to take (priority): wait to be woken.
             w.wait(room, timed, self.interval())
@@ -251,10 +251,10 @@ impl Gil {
                 // thread making system calls all the time would never be
                 // asked to drop. So the interval runs from when this
                 // waiter started waiting on this holder.
-                let since = first_seen(&mut clock.waiting_on, sn, &room.clock);
-                let left = room.clock.left(since, self.interval());
+                let since = first_seen(&mut clock.waiting_on, sn, room.clock());
+                let left = room.clock().left(since, self.interval());
                 w.wait(room, timed, left);
-                room.clock.passed(since, self.interval())
+                room.clock().passed(since, self.interval())
             } else {
                 w.wait(room, timed, self.interval())
             }
@@ -264,13 +264,13 @@ impl Gil {
         // arriving as it wakes) never sees a wait time out. Only the
         // first CPU-class waiter, and only while nobody starves.
         if room.first_to_starve(policy, w)
-            && room.clock.passed(
-                policy::starvation_start(w.since, room.cpu_served()),
+            && room.clock().passed(
+                policy::starvation_start(w.since(), room.cpu_served()),
                 policy::starvation_bound(self.interval()),
             )
         {
-            w.starving = true;
-            room.mark_starving(w.ticket);
+            w.mark_starving();
+            room.mark_starving(w.ticket());
             self.inner.tally.starvation_promotion();
             return Woke::Again;
         }
@@ -297,7 +297,7 @@ impl Gil {
                 // answer before it is asked again (as the timed waits of
                 // the other policies give it), not a wake-up a
                 // microsecond.
-                clock.waiting_on = running.map(|sn| (sn, room.clock.now()));
+                clock.waiting_on = running.map(|sn| (sn, room.clock().now()));
             }
             self.spin_for_release(room);
         }
@@ -358,8 +358,8 @@ impl Gil {
         };
         let hot = &*self.inner.hot;
         let watches = policy::watches(
-            w.class,
-            w.starving,
+            w.class(),
+            w.starving(),
             hot.holder_class().0,
             s & SYSCALL != 0,
             *watched == Some(sn),
@@ -374,7 +374,7 @@ impl Gil {
         // queueing through the mutex each time. A drop request puts it
         // back (`request_drop`); so does the watcher, under the mutex,
         // before it looks at the word again.
-        let stepped_out = room.census.waiters() == 1 && !self.inner.room.drop_requested();
+        let stepped_out = room.census().waiters() == 1 && !self.inner.room.drop_requested();
         if stepped_out {
             hot.word().clear_waiters();
         }

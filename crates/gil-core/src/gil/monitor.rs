@@ -57,38 +57,17 @@
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Duration;
 
-use super::room::{first_seen, WaitRoom, Waiter};
+use super::room::{WaitRoom, Waiter};
 use super::word::{generation, LOCKED, SYSCALL};
 use super::Gil;
 use crate::policy;
-use crate::sync::{MutexGuard, Stamp};
-
-/// The monitor's share of a [`WaitRoom`]: written only here.
-#[derive(Default)]
-pub(super) struct MonitorRoom {
-    /// The lock is in the monitor thread's list: the process (`process::id`)
-    /// whose monitor lists it. A fork child inherits its parent's value,
-    /// and the parent's monitor thread is not there.
-    registered: Option<u32>,
-    /// The holder being timed: its switch number, and since when.
-    watch: Option<(u64, Stamp)>,
-    /// Lazy release: the system-call episode being timed (generation, first seen).
-    episode: Option<(u64, Stamp)>,
-    /// The interval's drop request was put off once because the holder was
-    /// in a call first seen at that look (see `monitor_pass_locked`).
-    deferred: bool,
-}
-
-/// `room`'s monitor share, to write.
-fn mon(room: &mut WaitRoom) -> &mut MonitorRoom {
-    room.monitor_mut().0
-}
+use crate::sync::MutexGuard;
 
 impl Gil {
     /// A monitored lock just changed hands under the mutex: time the new holder.
     pub(super) fn watch_new_holder(&self, room: &mut WaitRoom) {
         let now = room.clock().now();
-        mon(room).watch = Some((self.inner.hot.switch_number(), now));
+        room.monitor_mut().0.new_holder(self.inner.hot.switch_number(), now);
     }
 
     /// Waiter `w` has just joined: makes sure the monitor watches the lock.
@@ -98,12 +77,11 @@ impl Gil {
             // is in one) is timed from now, even if the lock is still in the
             // monitor's list with a schedule made for earlier waiters.
             let sn = self.inner.hot.switch_number();
-            mon(room).watch = Some((sn, w.since()));
-            mon(room).episode = None;
-            mon(room).deferred = false;
+            room.monitor_mut().0.first_waiter(sn, w.since());
         }
-        if room.monitor().registered != Some(process::id()) {
-            mon(room).registered = process::watch(self).then(process::id);
+        if room.monitor().registered() != Some(process::id()) {
+            let registered = process::watch(self).then(process::id);
+            room.monitor_mut().0.set_registered(registered);
         } else {
             // Still in the monitor's list, but its schedule was made before
             // this waiter came: the holder may be in a system call nobody
@@ -124,7 +102,7 @@ impl Gil {
         w: &Waiter<'_>,
         abortable: bool,
     ) -> bool {
-        if room.monitor().registered.is_none() {
+        if room.monitor().registered().is_none() {
             // No monitor thread: keep the time ourselves.
             let next = self.monitor_pass_locked(room).unwrap_or_else(|| self.interval());
             w.wait(room, true, next)
@@ -138,7 +116,7 @@ impl Gil {
     /// if the lock has no waiter (it then leaves the monitor's list).
     pub(super) fn monitor_pass_locked(&self, room: &mut WaitRoom) -> Option<Duration> {
         if room.queue().is_empty() {
-            *mon(room) = MonitorRoom::default();
+            room.monitor_mut().0.clear();
             return None;
         }
         let interval = self.interval();
@@ -152,8 +130,8 @@ impl Gil {
             Some(threshold) if s & SYSCALL != 0 => {
                 let gen = generation(s);
                 let (m, clock) = room.monitor_mut();
-                new_episode = m.episode.is_none_or(|(g, _)| g != gen);
-                let since = first_seen(&mut m.episode, gen, clock);
+                let since;
+                (new_episode, since) = m.episode_since(gen, clock);
                 if new_episode {
                     next = next.min(threshold);
                 } else if room.clock().passed(since, threshold) {
@@ -162,7 +140,7 @@ impl Gil {
                     next = next.min(room.clock().left(since, threshold));
                 }
             }
-            _ => mon(room).episode = None,
+            _ => room.monitor_mut().0.end_episode(),
         }
 
         // The starvation bound: the first CPU-class waiter, while nobody
@@ -185,25 +163,23 @@ impl Gil {
         // The switch interval.
         let mut interval_due = false;
         let sn = self.inner.hot.switch_number();
-        match room.monitor().watch {
+        match room.monitor().watch() {
             Some((w, since)) if w == sn => {
                 let hold = policy::runs_for(interval, self.inner.hot.holder_class().1);
                 if room.clock().passed(since, hold) {
-                    if policy::defers_request(new_episode, room.monitor().deferred) {
-                        mon(room).deferred = true;
+                    if policy::defers_request(new_episode, room.monitor().deferred()) {
+                        room.monitor_mut().0.defer();
                     } else {
                         ask = true;
                         interval_due = true;
-                        mon(room).deferred = false;
-                        mon(room).watch = Some((sn, now));
+                        room.monitor_mut().0.rewatch(sn, now);
                     }
                 } else {
                     next = next.min(room.clock().left(since, hold));
                 }
             }
             _ => {
-                mon(room).watch = Some((sn, now));
-                mon(room).deferred = false;
+                room.monitor_mut().0.rewatch(sn, now);
             }
         }
 
@@ -234,7 +210,7 @@ impl Gil {
             return; // it came back (or the state moved): nothing to take
         }
         self.inner.tally.lazy_takeover();
-        mon(room).episode = None;
+        room.monitor_mut().0.end_episode();
         self.observe_takeover(None);
         room.wake_next(self.inner.tuning.policy());
     }

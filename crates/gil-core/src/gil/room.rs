@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use super::monitor::MonitorRoom;
 use crate::class::ThreadClass;
 use crate::policy::{self, Asked, Candidate, Census};
 use crate::sync::{AtomicBool, AtomicPtr, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
@@ -541,5 +540,84 @@ pub(super) fn first_seen(slot: &mut Option<(u64, Stamp)>, key: u64, clock: &Cloc
             *slot = Some((key, now));
             now
         }
+    }
+}
+
+/// The monitor's share of a [`WaitRoom`]: what `monitor.rs` times.
+#[derive(Default)]
+pub(super) struct MonitorRoom {
+    /// The lock is in the monitor thread's list: the process (`process::id`)
+    /// whose monitor lists it. A fork child inherits its parent's value,
+    /// and the parent's monitor thread is not there.
+    registered: Option<u32>,
+    /// The holder being timed: its switch number, and since when.
+    watch: Option<(u64, Stamp)>,
+    /// Lazy release: the system-call episode being timed (generation, first seen).
+    episode: Option<(u64, Stamp)>,
+    /// The interval's drop request was put off once because the holder was
+    /// in a call first seen at that look (see `monitor_pass_locked`).
+    deferred: bool,
+}
+
+impl MonitorRoom {
+    /// The process whose monitor thread lists the lock, if any.
+    pub(super) fn registered(&self) -> Option<u32> {
+        self.registered
+    }
+
+    /// The lock is in the list of `process`'s monitor (`None`: in none).
+    pub(super) fn set_registered(&mut self, process: Option<u32>) {
+        self.registered = process;
+    }
+
+    /// The lock has left the monitor's list: nothing is timed.
+    pub(super) fn clear(&mut self) {
+        *self = MonitorRoom::default();
+    }
+
+    /// The holder being timed (its switch number) and since when.
+    pub(super) fn watch(&self) -> Option<(u64, Stamp)> {
+        self.watch
+    }
+
+    /// Whether the interval's drop request has been put off once.
+    pub(super) fn deferred(&self) -> bool {
+        self.deferred
+    }
+
+    /// A new holder (switch number `sn`), timed from `now`.
+    pub(super) fn new_holder(&mut self, sn: u64, now: Stamp) {
+        self.watch = Some((sn, now));
+    }
+
+    /// The first waiter came at `since`: the holder `sn` and its call are
+    /// timed afresh from then.
+    pub(super) fn first_waiter(&mut self, sn: u64, since: Stamp) {
+        self.watch = Some((sn, since));
+        self.episode = None;
+        self.deferred = false;
+    }
+
+    /// The interval's request is put off once.
+    pub(super) fn defer(&mut self) {
+        self.deferred = true;
+    }
+
+    /// The holder `sn` is timed from `now`, a new interval.
+    pub(super) fn rewatch(&mut self, sn: u64, now: Stamp) {
+        self.deferred = false;
+        self.watch = Some((sn, now));
+    }
+
+    /// The system-call episode `gen`: whether it is new, and since when it
+    /// has been seen (now, if new).
+    pub(super) fn episode_since(&mut self, gen: u64, clock: &Clock) -> (bool, Stamp) {
+        let new = self.episode.is_none_or(|(g, _)| g != gen);
+        (new, first_seen(&mut self.episode, gen, clock))
+    }
+
+    /// No system call is being timed.
+    pub(super) fn end_episode(&mut self) {
+        self.episode = None;
     }
 }

@@ -196,7 +196,7 @@ mod tests {
     }
 
     #[test]
-    fn the_defaults_are_the_values_the_hosts_had() {
+    fn each_host_gives_its_presets_the_documented_values() {
         let s = |host: Host, preset: &str| {
             Options::parse_for(host, preset.as_bytes())
                 .unwrap_or_else(|e| panic!("{host} {preset}: {e}"))

@@ -66,6 +66,41 @@ class RustGilSmoke(unittest.TestCase):
         self.assertEqual(round(_rustgil.spin() * 1e6), 50 if EXPECTED_POLICY.startswith("priority") else 0)
         self.assertEqual(_rustgil.laps(), 0)
 
+    def test_the_options_text_is_the_lock(self):
+        # What reports print: the preset, with CPython's default for it
+        # spelled out, and every value some host's default sets for it.
+        options = _rustgil.options()
+        expected = {"priority": "priority,spin_us=50", "priority-lazy": "priority-lazy,spin_us=50",
+                    "priority-monitor": "priority-monitor,spin_us=50",
+                    "priority-lazy-monitor": "priority-lazy-monitor,spin_us=50",
+                    "classic": "classic,interval_us=5000", "lazy": "lazy", "monitor": "monitor"}
+        self.assertEqual(options, expected[EXPECTED_POLICY])
+        # The record has every setting, as the single functions give them
+        # (a setting added later is in the record and its text, with no
+        # function of its own).
+        s = _rustgil.settings()
+        self.assertLessEqual({"options": options, "preset": _rustgil.policy(),
+                              "policy": "priority" if "priority" in EXPECTED_POLICY else "classic",
+                              "switch_interval_us": round(_rustgil.switch_interval() * 1e6),
+                              "lazy_release_us": round(_rustgil.lazy_release() * 1e6),
+                              "spin_us": round(_rustgil.spin() * 1e6), "laps": _rustgil.laps(),
+                              "monitor": _rustgil.monitor()}.items(), s.items())
+        # The text builds the same lock again, and tuned texts too.
+        code = "import _rustgil; print(_rustgil.options())"
+        for value, printed in [(options, options),
+                               ("priority,spin_us=0", "priority,spin_us=0"),
+                               ("priority-lazy,lazy_us=30,laps=2", "priority-lazy,lazy_us=30,spin_us=50,laps=2"),
+                               ("classic,interval_us=700", "classic,interval_us=700")]:
+            r = self.run_python(code, PYTHON_RUST_GIL=value)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, printed), f"{value}: {r.stderr}")
+        old = sys.getswitchinterval()
+        try:
+            sys.setswitchinterval(0.002)
+            self.assertIn("interval_us=2000", _rustgil.options())
+            self.assertEqual(_rustgil.settings()["switch_interval_us"], 2000)
+        finally:
+            sys.setswitchinterval(old)
+
     def test_counters_move_when_threads_contend(self):
         before = _rustgil.counters()
         threads = [threading.Thread(target=spin, args=(0.3,)) for _ in range(3)]
@@ -126,7 +161,7 @@ class RustGilSmoke(unittest.TestCase):
                 doc = json.load(f)
         self.assertGreater(events, 4)
         self.assertEqual(doc["otherData"]["events"], events)
-        self.assertIn(f"GIL policy {EXPECTED_POLICY}", doc["otherData"]["title"])
+        self.assertIn(f"GIL options {_rustgil.options()}", doc["otherData"]["title"])
         trace = doc["traceEvents"]
         names = {e["args"]["name"] for e in trace if e["name"] == "thread_name"}
         # The spinners have exited (their rows keep the default name); the
@@ -555,6 +590,9 @@ class RustGilSmoke(unittest.TestCase):
         lines = r.stderr.splitlines()
         over = next(i for i, line in enumerate(lines) if line.startswith("over "))
         self.assertTrue(lines[over + 1].startswith("reading: threads spent "), r.stderr)
+        # The GIL as a text that runs it again, in the report and the picture.
+        self.assertIn(f"rustgil: GIL options {_rustgil.options()}", lines)
+        self.assertIn(f"GIL options {_rustgil.options()}", picture)
 
     def test_the_report_reads_the_table_for_the_user(self):
         import rustgil

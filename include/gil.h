@@ -60,6 +60,9 @@
 // The bound on `laps` that suits a thread-per-connection server.
 #define GIL_SERVER_LAPS 3
 
+// Room for an options text in `gil_settings_t`, its NUL included.
+#define GIL_OPTIONS_TEXT_MAX 256
+
 // Number of power-of-two buckets in each histogram of `gil_histograms_t`.
 #define GIL_HISTOGRAM_BUCKETS 64
 
@@ -170,6 +173,13 @@ enum gil_result_t
   // Windows); nothing changed. The call exists on every platform, so
   // the exported symbols are the same everywhere.
   GIL_ERR_UNSUPPORTED = 18,
+  // A struct's `struct_size` that this library cannot fill: smaller
+  // than the struct's first version, or larger than the struct this
+  // library knows (`gil_get_settings`); nothing was written.
+  GIL_ERR_STRUCT_SIZE = 19,
+  // `gil_config_parse_host` does not know the host's name (see
+  // `gil_host_name`).
+  GIL_ERR_UNKNOWN_HOST = 20,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -406,6 +416,42 @@ typedef struct {
   uint64_t cpu_spin_takes;
 } gil_counters_t;
 
+// A lock's settings, all in one record: what `gil_get_settings` fills.
+// The caller sets `struct_size` to `sizeof(gil_settings_t)`; fields are
+// only ever appended, and a caller built with an older header (a
+// smaller `struct_size`, down to this first version's) gets the fields
+// that fit.
+typedef struct {
+  // `sizeof(gil_settings_t)` as the caller compiled it, set by the caller.
+  uint32_t struct_size;
+  // The policy, a `GIL_POLICY_*` value.
+  gil_policy_t policy;
+  // The switch interval in microseconds, as it is now
+  // (`gil_set_switch_interval` changes it); 0 behaves as 1.
+  uint64_t switch_interval_us;
+  // The lazy-release threshold in microseconds; 0: lazy release is off.
+  uint64_t lazy_release_us;
+  // The spin limit in microseconds; 0: no spinning.
+  uint64_t spin_us;
+  // The bound on laps; 0: none.
+  uint32_t laps;
+  // Whether the process's monitor thread keeps the lock's time.
+  bool monitor;
+  // The preset these settings are, leaving aside the values set on top
+  // of it (a static string, as `gil_preset_name` gives); NULL for a
+  // combination no preset names. The name alone is not the lock: a
+  // host's default for a preset may set values on top of it.
+  const char *preset;
+  // The options text these settings are, NUL-terminated: the preset,
+  // then every value that differs from the library's preset and every
+  // value some host's default sets for it (e.g. `priority,spin_us=50`,
+  // `classic,interval_us=5000`), so that it builds the same lock on
+  // every host (`gil_config_parse_host`). What a report prints for the
+  // lock. Empty if no text says these settings (a combination no
+  // preset names, laps on classic).
+  char options[GIL_OPTIONS_TEXT_MAX];
+} gil_settings_t;
+
 // CPython 3.2–3.13's "new GIL", exactly.
 #define GIL_POLICY_CLASSIC 0
 
@@ -594,6 +640,12 @@ gil_result_t gil_name_tagged(gil_t *gil,
 // # Safety
 // `config` is NULL or valid for writing a `gil_config_t`.
 gil_result_t gil_config_init(gil_config_t *config);
+
+// The name of host number `index` (0, 1, ...), a static string; NULL past
+// the last one. The hosts: "generic" (the library's presets), "cpython",
+// "micropython", "ocaml", "ruby": each gives a preset's name its own
+// defaults (see `gil_config_parse_host`). Any thread.
+const char *gil_host_name(size_t index);
 
 // The name of `policy` (`"classic"`, ...), a static string; NULL if the
 // value is not a known policy. Any thread.
@@ -859,6 +911,44 @@ gil_result_t gil_config_parse(const char *text,
                               char *err,
                               size_t err_len);
 
+// `gil_config_parse` for a host: the preset `text` names stands for
+// `host`'s default for it, and each option `text` gives wins over that
+// default. The hosts (`gil_host_name`), and what the presets' names
+// stand for on each where it is not the library's preset:
+//
+// | host | its defaults |
+// |------|--------------|
+// | `generic` | none |
+// | `cpython` | `priority,spin_us=50`, `priority-lazy,spin_us=50`, `priority-monitor,spin_us=50`, `priority-lazy-monitor,spin_us=50` |
+// | `micropython` | none |
+// | `ocaml` | `classic,interval_us=50000`, `priority,spin_us=200`, `priority-lazy,spin_us=200`, `priority-monitor,spin_us=200`, `priority-lazy-monitor,spin_us=200` |
+// | `ruby` | `classic,interval_us=100000`, `priority,spin_us=200`, `priority-lazy,spin_us=200`, `priority-monitor,spin_us=200`, `priority-lazy-monitor,spin_us=200` |
+//
+// A NULL `text` is the host's default text (`priority` on the four
+// runtimes, `classic` on `generic`); an empty one is an error, as in
+// `gil_config_parse`. `options_out->given` names the keys `text` gave,
+// not the host's defaults. What a lock built from the result prints is
+// the options text of `gil_get_settings`, which builds the same lock on
+// every host.
+//
+// Returns what `gil_config_parse` returns, and `GIL_ERR_UNKNOWN_HOST`
+// for a host it does not know, with a message in `err` naming it (e.g.
+// `unknown GIL host 'jython' (known: generic, cpython, micropython,
+// ocaml, ruby)`); `GIL_ERR_NULL_ARGUMENT` if `host` or `config_out` is
+// NULL. Nothing is written to the outputs on failure. Any thread.
+//
+// # Safety
+// `host` is NULL or a NUL-terminated string; `text` is NULL or a
+// NUL-terminated string; `config_out` is NULL or writable for a
+// `gil_config_t`; `options_out` is NULL or writable for a
+// `gil_options_t`; `err` is NULL or writable for `err_len` bytes.
+gil_result_t gil_config_parse_host(const char *host,
+                                   const char *text,
+                                   gil_config_t *config_out,
+                                   gil_options_t *options_out,
+                                   char *err,
+                                   size_t err_len);
+
 // The trace file name for process `pid` from a `trace=` name as given
 // (`gil_options_t.trace`): `%p` replaced by `pid`, `%%` by `%`, into `out`
 // (`out_len` bytes, NUL included). `GIL_ERR_INVALID_ARGUMENT` if
@@ -972,6 +1062,21 @@ gil_result_t gil_get_policy(const gil_t *gil,
 gil_result_t gil_get_counters(const gil_t *gil,
                               gil_counters_t *counters_out);
 
+// Fills `*settings_out` with all of the lock's settings, as they are now
+// (see `gil_settings_t`), among them `options`, the text a report prints
+// for the lock. The caller sets `settings_out->struct_size` to
+// `sizeof(gil_settings_t)` first; a size this library cannot fill
+// (smaller than the struct's first version, larger than its own) is
+// `GIL_ERR_STRUCT_SIZE`, and nothing is written, as on every failure.
+// The `gil_get_*` calls of single settings read the same record. Any
+// thread; does not block.
+//
+// # Safety
+// `gil` is NULL or a live lock; `settings_out` is NULL or points to a
+// `gil_settings_t` writable for its `struct_size` bytes.
+gil_result_t gil_get_settings(const gil_t *gil,
+                              gil_settings_t *settings_out);
+
 // `*us_out` = the lock's lazy-release threshold in microseconds, 0 if lazy
 // release is off. Any thread.
 //
@@ -993,6 +1098,10 @@ gil_result_t gil_get_monitor(const gil_t *gil,
 // interval, spin limit, lazy-release threshold and bound on laps set on
 // top of it; NULL
 // for a combination that no preset names. Any thread.
+//
+// The name alone does not say the lock (a host's default for a preset
+// sets values on top of it): what a report prints is the options text
+// of `gil_get_settings`, which does.
 //
 // # Safety
 // `gil` is NULL or a live lock; `name_out` is NULL or writable.

@@ -70,6 +70,15 @@ done
 [ "$(MICROPY_RUST_GIL= "$MICROPY_RUSTGIL" -c 'import rustgil; print(rustgil.policy())')" = priority ] \
     || die "an empty MICROPY_RUST_GIL does not mean the default (priority)"
 
+say "rustgil.options() is the options text the lock is, MicroPython's presets the library's"
+for case in "priority|priority,spin_us=0" "classic|classic,interval_us=5000" "lazy|lazy" \
+            "priority,spin_us=50,laps=2|priority,spin_us=50,laps=2"; do
+    given=${case%%|*} want=${case#*|}
+    got=$(MICROPY_RUST_GIL="$given" "$MICROPY_RUSTGIL" -c 'import rustgil; print(rustgil.options())') \
+        || die "MICROPY_RUST_GIL='$given': status $? ($got)"
+    [ "$got" = "$want" ] || die "MICROPY_RUST_GIL='$given': rustgil.options() is '$got', not '$want'"
+done
+
 say "MICROPY_RUST_GIL takes the whole grammar: interval, laps, accounting, a trace"
 tracedir=$(mktemp -d)
 out=$(MICROPY_RUST_GIL="priority-lazy,interval_us=2000,lazy_us=30,laps=3,stats=1,trace=$tracedir/gil-%p.json" \
@@ -86,6 +95,8 @@ print(rustgil.policy(), rustgil.switch_interval())') || die "the whole grammar: 
 [ "$out" = "priority-lazy 2000" ] || die "the whole grammar: printed '$out', not 'priority-lazy 2000'"
 trace=$(find "$tracedir" -name 'gil-*.json')
 [ -n "$trace" ] && grep '"traceEvents"' "$trace" >/dev/null || die "no trace written at exit into $tracedir"
+grep 'GIL options priority-lazy,interval_us=2000,lazy_us=30,spin_us=0,laps=3, pid' "$trace" >/dev/null \
+    || die "the trace's title does not give the options text the lock is"
 rm -rf "$tracedir"
 
 # ---- 2. smoke test under every preset -------------------------------------

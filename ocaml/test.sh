@@ -80,7 +80,8 @@ out=$(OCAML_RUST_GIL="priority-lazy,interval_us=2000,lazy_us=30,laps=3,stats=1,t
     "$work/smoke.opt" 2>&1) || die "smoke.opt with a trace failed: $out"
 trace=$(find "$work" -maxdepth 1 -name 'gil-*.json' | sed -n 1p)
 [ -n "$trace" ] && grep '"traceEvents"' "$trace" >/dev/null || die "no trace written at exit into $work"
-grep 'GIL policy priority-lazy, pid' "$trace" >/dev/null || die "the trace's title does not name the policy"
+grep 'GIL options priority-lazy,interval_us=2000,lazy_us=30,spin_us=200,laps=3, pid' "$trace" >/dev/null \
+    || die "the trace's title does not give the options text the lock is"
 # The fork child traces into its own file (the name has %p).
 [ "$(find "$work" -maxdepth 1 -name 'gil-*.json' | wc -l)" = 2 ] || die "the fork child wrote no trace of its own"
 # stats=1: the accounting at exit, once (the smoke test forks: the child
@@ -90,6 +91,15 @@ grep -E '^ lock: [1-9][0-9]* acquisitions' <<<"$out" >/dev/null || die "stats=1:
 grep -E '^ waits \(us\): p50 [0-9.]+, p99' <<<"$out" >/dev/null || die "stats=1: no wait quantiles: $out"
 [ "$(grep -cE '^ +[0-9]+ +[01] +[0-9]+ ' <<<"$out")" -ge 4 ] || die "stats=1: fewer thread rows than the smoke test's threads: $out"
 grep 'switch interval 2000 us$' <<<"$out" >/dev/null || die "interval_us=2000 is not the lock's interval: $out"
+
+say "the report prints the options text the lock is: OCaml's defaults spelled out"
+for case in "priority|priority,spin_us=200" "classic|classic,interval_us=50000" "lazy|lazy" \
+            "priority,spin_us=0|priority,spin_us=0"; do
+    given=${case%%|*} want=${case#*|}
+    out=$(OCAML_RUST_GIL="$given,stats=1" "$work/smoke.opt" 2>&1) || die "smoke.opt under '$given,stats=1' failed: $out"
+    grep ", GIL options $want, switch interval" <<<"$out" >/dev/null \
+        || die "'$given': the report does not print '$want': $(grep 'rust-gil stats' <<<"$out")"
+done
 
 say "the switch interval: OCaml's 50 ms under classic, 5 ms under the other presets"
 for case in classic:50000 priority:5000 lazy:5000 monitor:5000 priority-lazy-monitor:5000 classic,interval_us=700:700; do

@@ -99,13 +99,23 @@ traces=$(find "$work" -maxdepth 1 -name 'gil-*.json')
 [ "$(printf '%s\n' "$traces" | grep -c .)" = 2 ] || die "not two traces (the process's and its fork child's): $traces"
 for trace in $traces; do
     grep '"traceEvents"' "$trace" >/dev/null || die "$trace: no trace written at exit"
-    grep 'GIL policy priority-lazy, pid' "$trace" >/dev/null || die "$trace: the trace's title does not name the policy"
+    grep 'GIL options priority-lazy,interval_us=2000,lazy_us=30,spin_us=200,laps=3, pid' "$trace" >/dev/null \
+        || die "$trace: the trace's title does not give the options text the lock is"
 done
 [ "$(grep -c '^ruby: rust-gil stats, pid' <<<"$out")" = 1 ] || die "stats=1: not one report at exit: $out"
 grep -E '^ lock: [1-9][0-9]* acquisitions' <<<"$out" >/dev/null || die "stats=1: no lock counters: $out"
 grep -E '^ waits \(us\): p50 [0-9.]+, p99' <<<"$out" >/dev/null || die "stats=1: no wait quantiles: $out"
 [ "$(grep -cE '^ +[0-9]+ +[01] +[0-9]+ ' <<<"$out")" -ge 10 ] || die "stats=1: fewer thread rows than the smoke test's threads: $out"
 grep 'switch interval 2000 us$' <<<"$out" >/dev/null || die "interval_us=2000 is not the lock's interval: $out"
+
+say "the report prints the options text the lock is: Ruby's defaults spelled out"
+for case in "priority|priority,spin_us=200" "classic|classic,interval_us=100000" "lazy|lazy" \
+            "priority,spin_us=0|priority,spin_us=0"; do
+    given=${case%%|*} want=${case#*|}
+    out=$(RUBY_RUST_GIL="$given,stats=1" "$ruby" -e 'Thread.new { 1 }.join' 2>&1) || die "under '$given,stats=1': $out"
+    grep ", GIL options $want, switch interval" <<<"$out" >/dev/null \
+        || die "'$given': the report does not print '$want': $(grep 'rust-gil stats' <<<"$out")"
+done
 
 say "the switch interval: Ruby's 100 ms under classic, 5 ms under the other presets"
 for case in classic:100000 priority:5000 lazy:5000 monitor:5000 priority-lazy-monitor:5000 classic,interval_us=700:700; do

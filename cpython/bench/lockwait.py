@@ -124,7 +124,7 @@ def udp(args):
         wait.append(m.wait_ns)
     client.wait()
     rest = [lat - w for lat, w in zip(latency, wait)]
-    print(f"udp, {args.spinners} spinning threads, {_rustgil.policy()} (spin {_rustgil.spin() * 1e6:.0f} us), "
+    print(f"udp, {args.spinners} spinning threads, GIL options {_rustgil.options()}, "
           f"{len(latency)} datagrams:")
     for name, xs in (("delivery latency", latency), ("  waiting for the lock", wait),
                      ("  the rest (kernel, run queue)", rest)):
@@ -158,8 +158,8 @@ def asyncio_echo(args):
 
     requests, delta, threads_before, threads_after = asyncio.run(main())
     per = max(requests, 1)
-    print(f"asyncio, {args.clients} clients, {args.spinners} spinning threads, {_rustgil.policy()} "
-          f"(spin {_rustgil.spin() * 1e6:.0f} us): {requests / args.seconds:.0f} req/s")
+    print(f"asyncio, {args.clients} clients, {args.spinners} spinning threads, GIL options "
+          f"{_rustgil.options()}: {requests / args.seconds:.0f} req/s")
     print("  per request: " + ", ".join(f"{k} {delta[k] / per:.2f}" for k in COUNTERS))
     # Each thread's time per request: waiting for the lock, holding it, and
     # in blocking calls with it released (the event loop's is the request's
@@ -191,7 +191,7 @@ def echo(args):
                               stdout=subprocess.PIPE, text=True)
     me = threading.get_ident()
     print(f"echo, 640 x 16 KB, {args.spinners} spinning threads, {args.processes} spinning processes, "
-          f"{_rustgil.policy()} (spin {_rustgil.spin() * 1e6:.0f} us); per round:")
+          f"GIL options {_rustgil.options()}; per round:")
     for _ in range(args.rounds):
         c, _ = s.accept()
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -47,7 +47,7 @@ fi
 mkdir -p "$out" "$cache/pyperformance-work"
 out=$(cd "$out" && pwd)
 cd "$cache/pyperformance-work"
-policy=$("$RUSTGIL_PYTHON" -c 'import _rustgil; print(_rustgil.policy())')
+policy=$("$RUSTGIL_PYTHON" -c 'import _rustgil; print("GIL options", _rustgil.options())')
 for r in $(seq "$rounds"); do
     for who in stock rustgil; do
         py=$STOCK_PYTHON

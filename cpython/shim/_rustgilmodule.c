@@ -6,14 +6,26 @@
  * Modules/Setup.stdlib.in).
  *
  *   _rustgil.version           the library's version (str)
+ *   _rustgil.options()         the options text this interpreter's GIL is
+ *                              (str), e.g. priority,spin_us=50: what a
+ *                              report prints, and what PYTHON_RUST_GIL (or
+ *                              any host's variable) takes to build the same
+ *                              lock again
+ *   _rustgil.settings()        dict: all the lock's settings, one record
+ *                              (gil_get_settings): options, preset, policy,
+ *                              switch_interval_us, lazy_release_us, spin_us,
+ *                              laps, monitor
  *   _rustgil.policy()          this interpreter's GIL policy: the preset
  *                              name (classic, priority, lazy, priority-lazy,
  *                              monitor, priority-monitor,
- *                              priority-lazy-monitor)
+ *                              priority-lazy-monitor); the name alone, not
+ *                              what CPython's default sets on top of it
+ *                              (options() says that)
  *   _rustgil.presets()         the policy names -X rust_gil and
  *                              PYTHON_RUST_GIL accept (a tuple)
  *   _rustgil.lazy_release()    the lazy-release threshold in seconds, 0.0
- *                              when off
+ *                              when off (this and the four below: fields of
+ *                              settings())
  *   _rustgil.spin()            the bounded spin in seconds, 0.0 when off
  *   _rustgil.laps()            the bound on laps (int), 0 when off
  *   _rustgil.monitor()         whether the monitor thread keeps the time
@@ -376,18 +388,83 @@ rustgil_audit(const char *event, PyObject *args, void *Py_UNUSED(data))
     return 0;
 }
 
-static PyObject *
-rustgil_policy(PyObject *module, PyObject *Py_UNUSED(ignored))
+/* The current interpreter's lock's settings, all in one record
+   (gil_get_settings), into *s: 0, or -1 with an exception set. */
+static int
+current_settings(gil_settings_t *s)
 {
     gil_t *lock = current_lock();
     if (lock == NULL) {
+        return -1;
+    }
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    gil_result_t r = gil_get_settings(lock, s);
+    if (r != GIL_OK) {
+        lock_error("gil_get_settings", r);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+rustgil_options(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_settings_t s;
+    if (current_settings(&s) < 0) {
         return NULL;
     }
-    const char *name = NULL;
-    gil_result_t r = gil_get_preset(lock, &name);
-    if (r != GIL_OK) {
-        return lock_error("gil_get_preset", r);
+    if (s.options[0] == '\0') {
+        /* -X rust_gil and PYTHON_RUST_GIL only build locks a text says. */
+        PyErr_SetString(PyExc_RuntimeError, "rust-gil: no options text says this lock's settings");
+        return NULL;
     }
+    return PyUnicode_FromString(s.options);
+}
+
+static int
+set_item(PyObject *dict, const char *key, PyObject *value)
+{
+    if (value == NULL) {
+        return -1;
+    }
+    int rc = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *
+rustgil_settings(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_settings_t s;
+    if (current_settings(&s) < 0) {
+        return NULL;
+    }
+    PyObject *d = PyDict_New();
+    const char *policy = gil_policy_name(s.policy);
+    if (d == NULL ||
+        set_item(d, "options", s.options[0] != '\0' ? PyUnicode_FromString(s.options) : Py_NewRef(Py_None)) < 0 ||
+        set_item(d, "preset", s.preset != NULL ? PyUnicode_FromString(s.preset) : Py_NewRef(Py_None)) < 0 ||
+        set_item(d, "policy", policy != NULL ? PyUnicode_FromString(policy) : Py_NewRef(Py_None)) < 0 ||
+        set_item(d, "switch_interval_us", PyLong_FromUnsignedLongLong(s.switch_interval_us)) < 0 ||
+        set_item(d, "lazy_release_us", PyLong_FromUnsignedLongLong(s.lazy_release_us)) < 0 ||
+        set_item(d, "spin_us", PyLong_FromUnsignedLongLong(s.spin_us)) < 0 ||
+        set_item(d, "laps", PyLong_FromUnsignedLong(s.laps)) < 0 ||
+        set_item(d, "monitor", PyBool_FromLong(s.monitor)) < 0) {
+        Py_XDECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *
+rustgil_policy(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    gil_settings_t s;
+    if (current_settings(&s) < 0) {
+        return NULL;
+    }
+    const char *name = s.preset;
     if (name == NULL) {
         /* -X rust_gil and PYTHON_RUST_GIL only name presets, so this lock
            was made some other way. */
@@ -400,31 +477,21 @@ rustgil_policy(PyObject *module, PyObject *Py_UNUSED(ignored))
 static PyObject *
 rustgil_switch_interval(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    gil_t *lock = current_lock();
-    if (lock == NULL) {
+    gil_settings_t s;
+    if (current_settings(&s) < 0) {
         return NULL;
     }
-    uint64_t us;
-    gil_result_t r = gil_get_switch_interval(lock, &us);
-    if (r != GIL_OK) {
-        return lock_error("gil_get_switch_interval", r);
-    }
-    return PyFloat_FromDouble((double)us / 1e6);
+    return PyFloat_FromDouble((double)s.switch_interval_us / 1e6);
 }
 
 static PyObject *
 rustgil_lazy_release(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    gil_t *lock = current_lock();
-    if (lock == NULL) {
+    gil_settings_t s;
+    if (current_settings(&s) < 0) {
         return NULL;
     }
-    uint64_t us;
-    gil_result_t r = gil_get_lazy_release(lock, &us);
-    if (r != GIL_OK) {
-        return lock_error("gil_get_lazy_release", r);
-    }
-    return PyFloat_FromDouble((double)us / 1e6);
+    return PyFloat_FromDouble((double)s.lazy_release_us / 1e6);
 }
 
 static PyObject *
@@ -452,46 +519,31 @@ rustgil_presets(PyObject *module, PyObject *Py_UNUSED(ignored))
 static PyObject *
 rustgil_spin(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    gil_t *lock = current_lock();
-    if (lock == NULL) {
+    gil_settings_t s;
+    if (current_settings(&s) < 0) {
         return NULL;
     }
-    uint64_t us;
-    gil_result_t r = gil_get_spin(lock, &us);
-    if (r != GIL_OK) {
-        return lock_error("gil_get_spin", r);
-    }
-    return PyFloat_FromDouble((double)us / 1e6);
+    return PyFloat_FromDouble((double)s.spin_us / 1e6);
 }
 
 static PyObject *
 rustgil_laps(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    gil_t *lock = current_lock();
-    if (lock == NULL) {
+    gil_settings_t s;
+    if (current_settings(&s) < 0) {
         return NULL;
     }
-    uint32_t laps;
-    gil_result_t r = gil_get_laps(lock, &laps);
-    if (r != GIL_OK) {
-        return lock_error("gil_get_laps", r);
-    }
-    return PyLong_FromUnsignedLong(laps);
+    return PyLong_FromUnsignedLong(s.laps);
 }
 
 static PyObject *
 rustgil_monitor(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    gil_t *lock = current_lock();
-    if (lock == NULL) {
+    gil_settings_t s;
+    if (current_settings(&s) < 0) {
         return NULL;
     }
-    bool monitor;
-    gil_result_t r = gil_get_monitor(lock, &monitor);
-    if (r != GIL_OK) {
-        return lock_error("gil_get_monitor", r);
-    }
-    return PyBool_FromLong(monitor);
+    return PyBool_FromLong(s.monitor);
 }
 
 static PyObject *
@@ -1043,16 +1095,16 @@ rustgil_trace_start(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_ValueError, "max_events must be >= 0 (0: the library's default)");
         goto done;
     }
-    char default_title[160];
+    char default_title[GIL_OPTIONS_TEXT_MAX + 100];
     if (title == NULL) {
-        PyObject *policy = rustgil_policy(module, NULL);
-        if (policy == NULL) {
+        /* The options text the lock is: the trace's figure can be made
+           again from its title. */
+        gil_settings_t s;
+        if (current_settings(&s) < 0) {
             goto done;
         }
-        const char *name = PyUnicode_AsUTF8(policy);
-        snprintf(default_title, sizeof default_title, "Python %s, GIL policy %s", PY_VERSION, name ? name : "?");
-        Py_DECREF(policy);
-        PyErr_Clear();
+        snprintf(default_title, sizeof default_title, "Python %s, GIL options %s", PY_VERSION,
+                 s.options[0] != '\0' ? s.options : "?");
         title = default_title;
     }
     gil_result_t r = gil_trace_start_ex(lock, p, title, (size_t)max_events, ring ? GIL_TRACE_RING : 0);
@@ -1178,7 +1230,14 @@ rustgil_trace_stop(PyObject *module, PyObject *Py_UNUSED(ignored))
 }
 
 static PyMethodDef rustgil_methods[] = {
-    {"policy", rustgil_policy, METH_NOARGS, "policy()\n--\n\nThe GIL policy of the current interpreter."},
+    {"options", rustgil_options, METH_NOARGS,
+     "options()\n--\n\nThe options text the current interpreter's GIL is, e.g. 'priority,spin_us=50':\n"
+     "what PYTHON_RUST_GIL takes to build the same lock again, on any host."},
+    {"settings", rustgil_settings, METH_NOARGS,
+     "settings()\n--\n\nAll the GIL's settings, as a dict: options, preset, policy,\n"
+     "switch_interval_us, lazy_release_us, spin_us, laps, monitor."},
+    {"policy", rustgil_policy, METH_NOARGS,
+     "policy()\n--\n\nThe GIL's preset name; options() says what is set on top of it."},
     {"switch_interval", rustgil_switch_interval, METH_NOARGS,
      "switch_interval()\n--\n\nThe switch interval in seconds, as the library holds it: that of\n"
      "sys.getswitchinterval(), capped at the library's maximum of one hour."},

@@ -40,11 +40,16 @@
  *     -X rust_gil=..., else PYTHON_RUST_GIL
  *     (or its earlier name PYTHONRUSTGIL; both ignored under -E / -I, like
  *     PYTHON_GIL), else the build's default (--with-rust-gil-policy); see
- *     rustgil_config_from_options. The presets of the priority policy
- *     spin 50 us for a hand-off unless spin_us= says otherwise. Read once,
- *     when the main interpreter creates its GIL. Anything malformed ends
- *     start-up as a bad PYTHONMALLOC does (a message, exit status 1), never
- *     a silent default.
+ *     rustgil_config_from_options. The library parses it for the host
+ *     "cpython" (gil_config_parse_host): a preset's name stands for
+ *     CPython's default for it, which the library keeps (the presets of
+ *     the priority policy spin 50 us for a hand-off), and options given
+ *     win over it; the shim sets no value itself. Reports (_rustgil,
+ *     traces' titles) print the options text the lock is
+ *     (gil_get_settings), which builds the same lock on every host. Read
+ *     once, when the main interpreter creates its GIL. Anything malformed
+ *     ends start-up as a bad PYTHONMALLOC does (a message, exit status 1),
+ *     never a silent default.
  */
 
 #ifdef Py_GIL_DISABLED
@@ -62,16 +67,16 @@
 #include "pycore_initconfig.h"  // _Py_get_xoption()
 
 #define DEFAULT_INTERVAL GIL_DEFAULT_SWITCH_INTERVAL_US
-/* The policy when neither -X rust_gil nor PYTHON_RUST_GIL names one:
-   configure's --with-rust-gil-policy, else the one docs/policies.md chose. */
+/* The host whose defaults the library applies to the options. */
+#define RUSTGIL_HOST "cpython"
+/* The options when neither -X rust_gil nor PYTHON_RUST_GIL gives them:
+   configure's --with-rust-gil-policy; without it (NULL), the library's
+   default for CPython. */
 #ifdef Py_RUST_GIL_DEFAULT_POLICY
 #  define RUSTGIL_DEFAULT_POLICY Py_RUST_GIL_DEFAULT_POLICY
 #else
-#  define RUSTGIL_DEFAULT_POLICY "priority"
+#  define RUSTGIL_DEFAULT_POLICY NULL
 #endif
-/* The spin the presets of the priority policy start with, unless spin_us=
-   is given (docs/policies.md, "The spin by default"). */
-#define RUSTGIL_PRIORITY_SPIN_US 50
 
 /* Set by _Py_HandlePending just before it detaches to answer a drop
    request; consumed by the drop_gil that detach performs. */
@@ -152,7 +157,8 @@ rustgil_xoption(void)
         treats an empty PYTHON* variable;
      3. PYTHONRUSTGIL=VALUE, the variable's earlier name (kept so that
         existing scripts keep working; the same rules as PYTHON_RUST_GIL);
-     4. the build's default, RUSTGIL_DEFAULT_POLICY (--with-rust-gil-policy).
+     4. the build's default, RUSTGIL_DEFAULT_POLICY (--with-rust-gil-policy),
+        else the library's default for CPython.
    Anything it cannot honour ends the process as a bad PYTHONMALLOC does:
    "Fatal Python error: ..." naming where the value came from, on stderr,
    exit status 1 (CPython's Py_ExitStatusException), not an abort. An empty
@@ -178,17 +184,18 @@ rustgil_config_from_options(gil_config_t *config, gil_options_t *observe)
         value = RUSTGIL_DEFAULT_POLICY;
         source = "the build's default GIL policy (--with-rust-gil-policy)";
     }
-    /* The library's grammar (gil_config_parse); its message names the
-       value, escaped (at most 4 bytes for each of the value's), and what
-       is wrong in it, whatever the value's length. */
+    /* The library's grammar for this host (gil_config_parse_host; a NULL
+       value is the library's default); its message names the value,
+       escaped (at most 4 bytes for each of the value's), and what is
+       wrong in it, whatever the value's length. */
     char short_why[512];
-    size_t why_len = 4 * strlen(value) + 512;
+    size_t why_len = 4 * (value != NULL ? strlen(value) : 0) + 512;
     char *why = PyMem_RawMalloc(why_len);
     if (why == NULL) {
         why = short_why;
         why_len = sizeof short_why;
     }
-    if (gil_config_parse(value, config, observe, why, why_len) != GIL_OK) {
+    if (gil_config_parse_host(RUSTGIL_HOST, value, config, observe, why, why_len) != GIL_OK) {
         /* Py_ExitStatusException keeps a pointer to the message and ends
            the process: the memory is never freed. */
         size_t message_len = strlen(source) + why_len + 2;
@@ -202,15 +209,8 @@ rustgil_config_from_options(gil_config_t *config, gil_options_t *observe)
     if (why != short_why) {
         PyMem_RawFree(why);
     }
-    /* The priority presets spin for each hand-off unless spin_us= says
-       otherwise: a CPU thread displaced by an I/O thread stays on its CPU,
-       as the same work in another process would, and the I/O thread's
-       quick calls need no sleep and no wake-up. */
-    if (!(observe->given & GIL_OPTION_SPIN_US) && config->policy == GIL_POLICY_PRIORITY) {
-        config->spin_us = RUSTGIL_PRIORITY_SPIN_US;
-    }
     rustgil_options_source = source;
-    char *copy = _PyMem_RawStrdup(value);
+    char *copy = _PyMem_RawStrdup(value != NULL ? value : "");
     PyMem_RawFree(xvalue);
     if (copy == NULL) {
         Py_ExitStatusException(_PyStatus_NO_MEMORY());

@@ -132,11 +132,13 @@ rustgil_start_observers(gil_t *lock, int child, const gil_options_t *o, const ch
         }
         (void)_PyRustGil_StartNaming();
     }
-    char title[200];
-    const char *name = NULL;
-    (void)gil_get_preset(lock, &name);
-    snprintf(title, sizeof title, "Python %s, GIL policy %s, pid %ld", PY_VERSION,
-             name != NULL ? name : "?", (long)getpid());
+    /* The title names the options text the lock is, which builds the
+       same lock again on any host. */
+    char title[GIL_OPTIONS_TEXT_MAX + 100];
+    gil_settings_t settings = {.struct_size = sizeof settings};
+    gil_result_t got = gil_get_settings(lock, &settings);
+    snprintf(title, sizeof title, "Python %s, GIL options %s, pid %ld", PY_VERSION,
+             got == GIL_OK && settings.options[0] != '\0' ? settings.options : "?", (long)getpid());
     char why[GIL_TRACE_PATH_MAX + 256];
     if (gil_options_start(lock, o, title, child ? GIL_OPTIONS_FORK_CHILD : 0, rustgil_env_trace_path,
                           sizeof rustgil_env_trace_path, why, sizeof why) != GIL_OK) {

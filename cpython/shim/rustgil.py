@@ -9,7 +9,9 @@ exit, a per-thread table on stderr and a timeline picture::
 The table has, for each thread: the time it waited for the GIL, held it,
 and spent released around blocking calls ("in calls"), how many times it
 took the GIL, how many of those followed another thread (switches in), and
-how many times it was forced to drop it. The timeline (default
+how many times it was forced to drop it; then the options text the GIL
+is (``_rustgil.options()``, e.g. ``priority,spin_us=50``), which
+``PYTHON_RUST_GIL`` takes to run the same lock again. The timeline (default
 ``rustgil-PID.svg`` in the current directory) has one row per thread:
 running, waiting, in a call. A ``.json`` file opens in ui.perfetto.dev.
 
@@ -181,6 +183,7 @@ def main(argv=None):
         print(format_table(_rustgil.thread_stats(), elapsed), file=sys.stderr)
         if events is not None:
             print(f"rustgil: timeline ({events} events) in {output}", file=sys.stderr)
+        print(f"rustgil: GIL options {_rustgil.options()}", file=sys.stderr)
 
     atexit.register(report)
     if target is not None:

@@ -20,13 +20,15 @@
  *     callback, which does what the tick thread did: it sets the domain's
  *     requested_external_interrupt and young_limit, so the holder answers
  *     at its next poll (caml_thread_interrupt_hook, thread_yield);
- *   - the policy is a library preset with options, from OCAML_RUST_GIL
- *     (the library's grammar, gil_config_parse); unset or empty: priority.
- *     The switch interval, unless interval_us= says otherwise: OCaml's
- *     own 50 ms under classic (OCaml's scheduling), the library's 5 ms
- *     under the other presets; the presets of the priority policy spin
- *     200 us for a hand-off unless spin_us= says otherwise
- *     (ocaml/README.md says why). A bad value ends start-up naming it
+ *   - the policy is a library preset with options, from OCAML_RUST_GIL,
+ *     parsed by the library for the host "ocaml" (gil_config_parse_host):
+ *     unset or empty, the library's default for OCaml (priority); a
+ *     preset's name stands for OCaml's default for it, which the library
+ *     keeps (classic keeps OCaml's 50 ms tick, the priority presets spin
+ *     200 us; ocaml/README.md says why), and options given win over it.
+ *     The shim sets no value itself. Reports (the trace's title, stats=1)
+ *     print the options text the lock is (gil_get_settings), which builds
+ *     the same lock on every host. A bad value ends start-up naming it
  *     (exit status 2).
  */
 
@@ -38,13 +40,9 @@
 
 #include "caml/version.h"
 
-/* OCaml's tick (Thread_timeout in st_stubs.c), the interval classic
-   starts with here. */
-#define ST_RUSTGIL_CLASSIC_INTERVAL_US 50000
-/* The spin the priority presets start with (spin_us): see
-   ocaml/README.md. */
-#define ST_RUSTGIL_PRIORITY_SPIN_US 200
-#define ST_RUSTGIL_DEFAULT_POLICY "priority"
+/* The host whose defaults the library applies, and where its options
+   come from. */
+#define ST_RUSTGIL_HOST "ocaml"
 #define ST_RUSTGIL_ENV "OCAML_RUST_GIL"
 
 typedef struct {
@@ -80,7 +78,7 @@ static void st_rustgil_drop_request(void *user_data, void *holder)
 }
 
 /* OCAML_RUST_GIL, read once for the process: the configuration and the
-   observers it asks for. */
+   observers it asks for; the value as given, NULL if unset or empty. */
 static gil_config_t st_rustgil_config;
 static gil_options_t st_rustgil_options;
 static const char *st_rustgil_value;
@@ -94,25 +92,22 @@ static void st_rustgil_read_config(void)
   if (read) return;
   read = 1;
   st_rustgil_value = getenv(ST_RUSTGIL_ENV);
-  if (st_rustgil_value == NULL || st_rustgil_value[0] == '\0')
-    st_rustgil_value = ST_RUSTGIL_DEFAULT_POLICY;
-  if (gil_config_parse(st_rustgil_value, &st_rustgil_config, &st_rustgil_options,
-                       why, sizeof why) != GIL_OK) {
+  if (st_rustgil_value != NULL && st_rustgil_value[0] == '\0')
+    st_rustgil_value = NULL;
+  if (gil_config_parse_host(ST_RUSTGIL_HOST, st_rustgil_value, &st_rustgil_config,
+                            &st_rustgil_options, why, sizeof why) != GIL_OK) {
     /* The library's message names the value, escaped, and the fault. */
     fprintf(stderr, "ocaml: %s=%s\n", ST_RUSTGIL_ENV, why);
     exit(2);
   }
-  /* The classic preset: the classic policy, no lazy release, no monitor. */
-  if (!(st_rustgil_options.given & GIL_OPTION_INTERVAL_US)
-      && st_rustgil_config.policy == GIL_POLICY_CLASSIC
-      && st_rustgil_config.lazy_release_us == 0 && !st_rustgil_config.monitor)
-    st_rustgil_config.switch_interval_us = ST_RUSTGIL_CLASSIC_INTERVAL_US;
-  /* The priority presets: a 200 us spin for each hand-off unless spin_us=
-     says otherwise, so that a CPU thread beside an I/O thread stays on
-     its CPU and the I/O thread's calls make no futex calls. */
-  if (!(st_rustgil_options.given & GIL_OPTION_SPIN_US)
-      && st_rustgil_config.policy == GIL_POLICY_PRIORITY)
-    st_rustgil_config.spin_us = ST_RUSTGIL_PRIORITY_SPIN_US;
+}
+
+/* The options text `g` is (gil_get_settings): what reports print. */
+static const char *st_rustgil_options_text(gil_t *g, gil_settings_t *s)
+{
+  s->struct_size = sizeof *s;
+  st_rustgil_check(gil_get_settings(g, s), "gil_get_settings");
+  return s->options[0] != '\0' ? s->options : "?";
 }
 
 static void st_rustgil_write_trace(void)
@@ -164,16 +159,16 @@ static void st_rustgil_report(void)
 {
   gil_t *g = st_rustgil_counted;
   gil_counters_t c = { .struct_size = sizeof c };
+  gil_settings_t s;
   gil_histograms_t *h;
   unsigned row = 0;
   if (getpid() != st_rustgil_counted_pid || (h = calloc(1, sizeof *h)) == NULL) return;
-  uint64_t interval_us = 0, spin_us = 0;
   h->struct_size = sizeof *h;
-  (void) gil_get_switch_interval(g, &interval_us);
-  (void) gil_get_spin(g, &spin_us);
-  fprintf(stderr, "ocaml: rust-gil stats, pid %ld, %s=%s, switch interval %llu us\n"
+  const char *options = st_rustgil_options_text(g, &s);
+  fprintf(stderr, "ocaml: rust-gil stats, pid %ld, %s=%s, GIL options %s, switch interval %llu us\n"
           " thread alive acquisitions    waits    wait ms    hold ms    call ms  forced  raised  received\n",
-          (long) getpid(), ST_RUSTGIL_ENV, st_rustgil_value, (unsigned long long) interval_us);
+          (long) getpid(), ST_RUSTGIL_ENV, st_rustgil_value != NULL ? st_rustgil_value : "(unset)",
+          options, (unsigned long long) s.switch_interval_us);
   (void) gil_foreach_thread_stats(g, st_rustgil_report_thread, &row);
   if (gil_get_counters(g, &c) == GIL_OK)
     fprintf(stderr, " lock: %llu acquisitions, %llu switches, %llu drop requests, "
@@ -182,7 +177,7 @@ static void st_rustgil_report(void)
             (unsigned long long) c.acquisitions, (unsigned long long) c.switches,
             (unsigned long long) c.drop_requests, (unsigned long long) c.forced_switches,
             (unsigned long long) c.preemptions, (unsigned long long) c.starvation_promotions,
-            (unsigned long long) spin_us, (unsigned long long) c.cpu_spin_takes);
+            (unsigned long long) s.spin_us, (unsigned long long) c.cpu_spin_takes);
   if (gil_get_histograms(g, h) == GIL_OK)
     fprintf(stderr, " waits (us): p50 %.1f, p99 %.1f, p99.9 %.1f, max %.1f;"
             " holds (us): p50 %.1f, p99 %.1f, max %.1f\n",
@@ -198,16 +193,17 @@ static void st_rustgil_report(void)
 static void st_rustgil_start_observers(gil_t *g, int child)
 {
   static int registered = 0;
-  char title[128], why[GIL_TRACE_PATH_MAX + 256];
-  const char *preset = NULL;
-  (void) gil_get_preset(g, &preset);
-  snprintf(title, sizeof title, "OCaml %s, GIL policy %s, pid %ld",
-           OCAML_VERSION_STRING, preset != NULL ? preset : "?", (long) getpid());
+  char title[GIL_OPTIONS_TEXT_MAX + 128], why[GIL_TRACE_PATH_MAX + 256];
+  gil_settings_t s;
+  snprintf(title, sizeof title, "OCaml %s, GIL options %s, pid %ld",
+           OCAML_VERSION_STRING, st_rustgil_options_text(g, &s), (long) getpid());
   if (gil_options_start(g, &st_rustgil_options, title,
                         child ? GIL_OPTIONS_FORK_CHILD : 0,
                         st_rustgil_trace_path, sizeof st_rustgil_trace_path,
                         why, sizeof why) != GIL_OK) {
-    fprintf(stderr, "ocaml: %s='%s': %s\n", ST_RUSTGIL_ENV, st_rustgil_value, why);
+    /* Only a value asks for observers: the default starts none. */
+    fprintf(stderr, "ocaml: %s='%s': %s\n", ST_RUSTGIL_ENV,
+            st_rustgil_value != NULL ? st_rustgil_value : "", why);
     if (!child) exit(2);
     return;
   }

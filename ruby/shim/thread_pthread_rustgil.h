@@ -34,14 +34,16 @@
  *     one;
  *   - M:N threads are not on the lock: thread_pthread.c is built without
  *     them, and RUBY_MN_THREADS=1 stops start-up naming the variable;
- *   - the policy is a library preset with options, from RUBY_RUST_GIL
- *     (the library's grammar, gil_config_parse); unset or empty: priority.
- *     The switch interval, unless interval_us= says otherwise: Ruby's own
- *     100 ms timeslice under classic (Ruby's scheduling), the library's
- *     5 ms under the other presets; the presets of the priority policy
- *     spin 200 us for a hand-off unless spin_us= says otherwise, as on
- *     OCaml (ruby/README.md says why). A bad value ends start-up naming
- *     it (exit status 2).
+ *   - the policy is a library preset with options, from RUBY_RUST_GIL,
+ *     parsed by the library for the host "ruby" (gil_config_parse_host):
+ *     unset or empty, the library's default for Ruby (priority); a
+ *     preset's name stands for Ruby's default for it, which the library
+ *     keeps (classic keeps Ruby's 100 ms timeslice, TIME_QUANTUM_USEC;
+ *     the priority presets spin 200 us, as on OCaml; ruby/README.md says
+ *     why), and options given win over it. The shim sets no value itself.
+ *     Reports (the trace's title, stats=1) print the options text the
+ *     lock is (gil_get_settings), which builds the same lock on every
+ *     host. A bad value ends start-up naming it (exit status 2).
  */
 
 #include <gil.h>
@@ -51,11 +53,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* Ruby's timeslice (TIME_QUANTUM_USEC), the interval classic starts with. */
-#define RUSTGIL_CLASSIC_INTERVAL_US TIME_QUANTUM_USEC
-/* The spin the priority presets start with (spin_us): see ruby/README.md. */
-#define RUSTGIL_PRIORITY_SPIN_US 200
-#define RUSTGIL_DEFAULT_POLICY "priority"
+/* The host whose defaults the library applies, and where its options
+   come from. */
+#define RUSTGIL_HOST "ruby"
 #define RUSTGIL_ENV "RUBY_RUST_GIL"
 
 static void
@@ -76,7 +76,7 @@ rustgil_drop_request(void *user_data, void *holder)
 }
 
 /* RUBY_RUST_GIL, read once for the process: the configuration and the
-   observers it asks for. */
+   observers it asks for; the value as given, NULL if unset or empty. */
 static gil_config_t rustgil_config;
 static gil_options_t rustgil_options;
 static const char *rustgil_value;
@@ -93,22 +93,23 @@ rustgil_read_config(void)
     if (read) return;
     read = 1;
     rustgil_value = getenv(RUSTGIL_ENV);
-    if (rustgil_value == NULL || rustgil_value[0] == '\0')
-        rustgil_value = RUSTGIL_DEFAULT_POLICY;
-    if (gil_config_parse(rustgil_value, &rustgil_config, &rustgil_options,
-                         why, sizeof why) != GIL_OK) {
+    if (rustgil_value != NULL && rustgil_value[0] == '\0')
+        rustgil_value = NULL;
+    if (gil_config_parse_host(RUSTGIL_HOST, rustgil_value, &rustgil_config, &rustgil_options,
+                              why, sizeof why) != GIL_OK) {
         /* The library's message names the value, escaped, and the fault. */
         fprintf(stderr, "ruby: %s=%s\n", RUSTGIL_ENV, why);
         exit(2);
     }
-    /* The classic preset: the classic policy, no lazy release, no monitor. */
-    if (!(rustgil_options.given & GIL_OPTION_INTERVAL_US)
-        && rustgil_config.policy == GIL_POLICY_CLASSIC
-        && rustgil_config.lazy_release_us == 0 && !rustgil_config.monitor)
-        rustgil_config.switch_interval_us = RUSTGIL_CLASSIC_INTERVAL_US;
-    if (!(rustgil_options.given & GIL_OPTION_SPIN_US)
-        && rustgil_config.policy == GIL_POLICY_PRIORITY)
-        rustgil_config.spin_us = RUSTGIL_PRIORITY_SPIN_US;
+}
+
+/* The options text `g` is (gil_get_settings): what reports print. */
+static const char *
+rustgil_options_text(gil_t *g, gil_settings_t *s)
+{
+    s->struct_size = sizeof *s;
+    rustgil_check(gil_get_settings(g, s), "gil_get_settings");
+    return s->options[0] != '\0' ? s->options : "?";
 }
 
 /* RUBY_MN_THREADS=1 asks for threads this build does not have: M:N
@@ -176,16 +177,17 @@ rustgil_report(void)
 {
     gil_t *g = rustgil_counted;
     gil_counters_t c = { .struct_size = sizeof c };
+    gil_settings_t s;
     gil_histograms_t *h;
     unsigned row = 0;
-    uint64_t interval_us = 0, spin_us = 0;
+    const char *options;
     if (getpid() != rustgil_counted_pid || (h = calloc(1, sizeof *h)) == NULL) return;
     h->struct_size = sizeof *h;
-    (void)gil_get_switch_interval(g, &interval_us);
-    (void)gil_get_spin(g, &spin_us);
-    fprintf(stderr, "ruby: rust-gil stats, pid %ld, %s=%s, switch interval %llu us\n"
+    options = rustgil_options_text(g, &s);
+    fprintf(stderr, "ruby: rust-gil stats, pid %ld, %s=%s, GIL options %s, switch interval %llu us\n"
             " thread alive acquisitions    waits    wait ms    hold ms    call ms  forced  raised  received\n",
-            (long)getpid(), RUSTGIL_ENV, rustgil_value, (unsigned long long)interval_us);
+            (long)getpid(), RUSTGIL_ENV, rustgil_value != NULL ? rustgil_value : "(unset)", options,
+            (unsigned long long)s.switch_interval_us);
     (void)gil_foreach_thread_stats(g, rustgil_report_thread, &row);
     if (gil_get_counters(g, &c) == GIL_OK)
         fprintf(stderr, " lock: %llu acquisitions, %llu switches, %llu drop requests, "
@@ -194,7 +196,7 @@ rustgil_report(void)
                 (unsigned long long)c.acquisitions, (unsigned long long)c.switches,
                 (unsigned long long)c.drop_requests, (unsigned long long)c.forced_switches,
                 (unsigned long long)c.preemptions, (unsigned long long)c.starvation_promotions,
-                (unsigned long long)spin_us, (unsigned long long)c.cpu_spin_takes);
+                (unsigned long long)s.spin_us, (unsigned long long)c.cpu_spin_takes);
     if (gil_get_histograms(g, h) == GIL_OK)
         fprintf(stderr, " waits (us): p50 %.1f, p99 %.1f, p99.9 %.1f, max %.1f;"
                 " holds (us): p50 %.1f, p99 %.1f, max %.1f\n",
@@ -211,16 +213,16 @@ static void
 rustgil_start_observers(gil_t *g, int child)
 {
     static int registered = 0;
-    char title[128], why[GIL_TRACE_PATH_MAX + 256];
-    const char *preset = NULL;
-    (void)gil_get_preset(g, &preset);
-    snprintf(title, sizeof title, "Ruby %s, GIL policy %s, pid %ld",
-             ruby_version, preset != NULL ? preset : "?", (long)getpid());
+    char title[GIL_OPTIONS_TEXT_MAX + 128], why[GIL_TRACE_PATH_MAX + 256];
+    gil_settings_t s;
+    snprintf(title, sizeof title, "Ruby %s, GIL options %s, pid %ld",
+             ruby_version, rustgil_options_text(g, &s), (long)getpid());
     if (gil_options_start(g, &rustgil_options, title,
                           child ? GIL_OPTIONS_FORK_CHILD : 0,
                           rustgil_trace_path, sizeof rustgil_trace_path,
                           why, sizeof why) != GIL_OK) {
-        fprintf(stderr, "ruby: %s='%s': %s\n", RUSTGIL_ENV, rustgil_value, why);
+        /* Only a value asks for observers: the default starts none. */
+        fprintf(stderr, "ruby: %s='%s': %s\n", RUSTGIL_ENV, rustgil_value != NULL ? rustgil_value : "", why);
         if (!child) exit(2);
         return;
     }

@@ -166,7 +166,8 @@ pub(crate) fn check_switch_interval(us: u64) -> Result<u64, GilError> {
 pub const DEFAULT_LAZY_RELEASE_US: u64 = 50;
 
 /// Named configurations for hosts that pick one by name (CPython's
-/// `PYTHONRUSTGIL`, the C ABI's `gil_config_preset`), in a stable order.
+/// `PYTHON_RUST_GIL`, the C ABI's `gil_config_preset`), in a stable order.
+/// A host's own default for one is [`Host::preset_options`](crate::Host::preset_options).
 pub const PRESETS: &[&str] = &[
     "classic",
     "priority",

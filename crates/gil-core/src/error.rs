@@ -47,6 +47,19 @@ pub enum GilError {
 }
 
 impl GilError {
+    /// Whether this is a setting out of its range, one a lock cannot be
+    /// built with (the C ABI's `GIL_ERR_INVALID_CONFIG`). A new setting's
+    /// error belongs here.
+    pub fn is_invalid_setting(&self) -> bool {
+        matches!(
+            self,
+            GilError::InvalidSwitchInterval(_)
+                | GilError::InvalidLazyThreshold(_)
+                | GilError::InvalidSpin(_)
+                | GilError::InvalidLaps(_)
+        )
+    }
+
     /// One error of each kind, for bindings to check that they map every
     /// kind (the C ABI's result codes). A new variant must be added here:
     /// the match below stops compiling until it is.

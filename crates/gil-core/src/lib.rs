@@ -84,6 +84,11 @@
 //! [`Options`] parses a lock's configuration from text, the grammar every
 //! host shares (`PRESET[,KEY=VALUE...]`, e.g.
 //! `priority-lazy,lazy_us=30,laps=3,trace=gil-%p.svg`): see [`options`].
+//! A runtime's defaults for each preset are data in [`host`] (CPython's
+//! `priority` spins 50 µs): a host asks for them with
+//! [`Options::parse_for`], and every report prints the text a lock's
+//! settings are ([`Options::from_settings`]), which builds the same lock
+//! on every host.
 //!
 //! # Observing the lock
 //!
@@ -138,6 +143,7 @@ mod config;
 mod error;
 pub mod events;
 mod gil;
+pub mod host;
 mod laps;
 pub mod options;
 mod policy;
@@ -150,15 +156,14 @@ pub mod trace;
 
 pub use accounting::ThreadStats;
 pub use cancel::NoCancel;
-pub use config::{
-    DropRequestCallback, GilConfig, Policy, Settings, UnknownPolicy, UnknownPreset, DEFAULT_LAZY_RELEASE_US,
-    DEFAULT_SWITCH_INTERVAL_US, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS, SERVER_LAPS,
-    STARVATION_INTERVALS,
-};
+// Everything config.rs makes public (the configuration, its settings,
+// limits and presets) is the crate's: a new setting's limit needs no line here.
+pub use config::*;
 pub use error::GilError;
 pub use events::{now_ns, Event, EventHook, EventKind, EventMask, HookId, OwnedHook};
 pub use gil::monitor::monitor_wakeups;
 pub use gil::{Counters, Gil};
+pub use host::{Host, UnknownHost};
 pub use options::{Options, OptionsError};
 pub use reason::ReleaseReason;
 pub use stats::{HistogramSnapshot, Histograms, FINE_SUB_BUCKETS, HISTOGRAM_BUCKETS, HISTOGRAM_FINE_BUCKETS};

@@ -1,6 +1,7 @@
 //! A lock's configuration as one line of text, the same for every host:
 //! CPython's `-X rust_gil` and `PYTHON_RUST_GIL`, MicroPython's
-//! `MICROPY_RUST_GIL`, the C ABI's `gil_config_parse`.
+//! `MICROPY_RUST_GIL`, OCaml's `OCAML_RUST_GIL`, Ruby's `RUBY_RUST_GIL`,
+//! the C ABI's `gil_config_parse` and `gil_config_parse_host`.
 //!
 //! ```text
 //! TEXT   = PRESET *( "," OPTION )
@@ -19,6 +20,13 @@
 //! | `stats`       | `1`: per-thread accounting from the start, `0`: off    |
 //! | `trace`       | a trace file: `NAME.json` (Chrome trace events) or `NAME.svg`, `%p` for the process id, `%%` for `%` |
 //! | `trace_ring`  | keep only the last 1 to 2^32 events (needs `trace`)   |
+//!
+//! A host parses with [`Options::parse_for`]: a preset's name then stands
+//! for that host's default for it ([`Host::preset_options`], e.g. OCaml's
+//! `priority` spins 200 µs), and each option given wins over it. What a
+//! lock's settings are is written back by [`Options::from_settings`], with
+//! every value a host's default would change spelled out, so the text
+//! printed anywhere builds the same lock everywhere.
 //!
 //! Strict on purpose: no spaces, no signs, no empty option (`,,` or a
 //! trailing `,`), no unknown key and no key twice, so a typo is an error
@@ -40,7 +48,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{GilConfig, Policy, Settings, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS};
+use crate::host::host_tuned_keys;
+use crate::{GilConfig, Host, Policy, Settings, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS};
 
 /// The longest `trace` file name accepted, in bytes: room for `%p` to grow
 /// into a process id within the C ABI's `GIL_TRACE_PATH_MAX` (1024).
@@ -140,7 +149,27 @@ impl Options {
     /// # Errors
     /// An [`OptionsError`] naming the text and what is wrong in it.
     pub fn parse(text: &[u8]) -> Result<Options, OptionsError> {
-        Options::parse_with(text, true)
+        Options::parse_with(text, Host::Generic, true)
+    }
+
+    /// [`parse`](Self::parse) on `host`: the preset named stands for the
+    /// host's default for it ([`Host::preset_options`]), and each option
+    /// the text gives wins over that default. [`given`](Self::given) says
+    /// what the text gave, not the host's default.
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse).
+    pub fn parse_for(host: Host, text: &[u8]) -> Result<Options, OptionsError> {
+        Options::parse_with(text, host, true)
+    }
+
+    /// [`parse_for`](Self::parse_for) for a host that starts no observers
+    /// (see [`parse_without_observers`](Self::parse_without_observers)).
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse).
+    pub fn parse_for_without_observers(host: Host, text: &[u8]) -> Result<Options, OptionsError> {
+        Options::parse_with(text, host, false)
     }
 
     /// [`parse`](Self::parse) for a host that starts no observers: `stats`,
@@ -150,35 +179,42 @@ impl Options {
     /// # Errors
     /// As [`parse`](Self::parse).
     pub fn parse_without_observers(text: &[u8]) -> Result<Options, OptionsError> {
-        Options::parse_with(text, false)
+        Options::parse_with(text, Host::Generic, false)
     }
 
-    fn parse_with(text: &[u8], observers: bool) -> Result<Options, OptionsError> {
-        parse(text, observers).map_err(|kind| OptionsError {
+    fn parse_with(text: &[u8], host: Host, observers: bool) -> Result<Options, OptionsError> {
+        parse(text, host, observers).map_err(|kind| OptionsError {
             text: shown(text, 256),
             kind,
         })
     }
 
-    /// The options a live lock's (or a configuration's) settings are: the
-    /// preset they are, with every value that differs from the preset's
-    /// given as an option; no observers. `None` if no text says them: a
-    /// combination no preset names (see [`Settings::preset`]), or a value
-    /// the grammar refuses (`laps` on `classic`, a lazy threshold of 0).
+    /// The options a live lock's (or a configuration's) settings are, the
+    /// text every report prints: the preset they are, then as an option
+    /// every value that differs from the library's preset, and every value
+    /// some host's default sets for that preset ([`Host::preset_options`])
+    /// even where it does not differ, so that the text builds the same lock
+    /// on every host (`priority,spin_us=0` is the library's `priority`:
+    /// on CPython `priority` alone spins). No observers. `None` if no text
+    /// says them: a combination no preset names (see [`Settings::preset`]),
+    /// or a value the grammar refuses (`laps` on `classic`, a lazy
+    /// threshold of 0).
     pub fn from_settings(settings: Settings) -> Option<Options> {
         let preset = settings.preset()?;
         let base = GilConfig::preset(preset).ok()?.settings();
+        let tuned = host_tuned_keys(preset);
+        let spelled = |key: Key, differs: bool| differs || tuned & key.bit() != 0;
         let mut text = preset.to_owned();
-        if settings.switch_interval_us != base.switch_interval_us {
+        if spelled(Key::IntervalUs, settings.switch_interval_us != base.switch_interval_us) {
             text += &format!(",interval_us={}", settings.switch_interval_us);
         }
-        if settings.lazy_release_us != base.lazy_release_us {
+        if spelled(Key::LazyUs, settings.lazy_release_us != base.lazy_release_us) {
             text += &format!(",lazy_us={}", settings.lazy_release_us?);
         }
-        if settings.spin_us != base.spin_us {
+        if spelled(Key::SpinUs, settings.spin_us != base.spin_us) {
             text += &format!(",spin_us={}", settings.spin_us);
         }
-        if settings.laps != base.laps {
+        if spelled(Key::Laps, settings.laps != base.laps) {
             text += &format!(",laps={}", settings.laps);
         }
         Options::parse(text.as_bytes()).ok().filter(|o| o.settings == settings)
@@ -422,7 +458,7 @@ impl fmt::Display for OptionsErrorKind {
 /// `text` for a message: printable ASCII as is, `\\` and `\'` escaped,
 /// `\t` `\n` `\r`, every other byte as `\xNN`; cut with `...` so that it
 /// stays under `size` bytes.
-fn shown(text: &[u8], size: usize) -> String {
+pub(crate) fn shown(text: &[u8], size: usize) -> String {
     let mut out = String::new();
     for &c in text {
         let piece = match c {
@@ -529,7 +565,19 @@ pub fn expand_trace_path(template: &str, pid: u32) -> Option<String> {
     Some(out)
 }
 
-fn parse(text: &[u8], observers: bool) -> Result<Options, OptionsErrorKind> {
+/// What `preset` is on `host`: the library's preset, or the host's
+/// default for it (an options text of the library's grammar).
+fn preset_settings(host: Host, preset: &'static str) -> Settings {
+    let text = host.preset_options(preset).expect("a listed preset");
+    if text == preset {
+        GilConfig::preset(preset).expect("listed presets exist").settings()
+    } else {
+        let defaults = parse(text.as_bytes(), Host::Generic, false);
+        defaults.expect("a host's default parses").settings
+    }
+}
+
+fn parse(text: &[u8], host: Host, observers: bool) -> Result<Options, OptionsErrorKind> {
     use OptionsErrorKind as E;
     if text.is_empty() {
         return Err(E::Empty);
@@ -544,7 +592,7 @@ fn parse(text: &[u8], observers: bool) -> Result<Options, OptionsErrorKind> {
         .copied()
         .find(|p| p.as_bytes() == preset_text)
         .ok_or_else(|| E::UnknownPreset(shown(preset_text, 128)))?;
-    let mut config = GilConfig::preset(preset).expect("listed presets exist").settings();
+    let mut config = preset_settings(host, preset);
     let mut o = Options {
         preset,
         settings: config,
@@ -740,5 +788,69 @@ mod tests {
         // No preset is classic with lazy release and the monitor.
         let s = GilConfig::new().lazy_release_us(Some(50)).monitor(true).settings();
         assert!(Options::from_settings(s).is_none());
+    }
+
+    /// The text a host's lock prints.
+    fn printed(host: Host, text: &str) -> String {
+        let s = Options::parse_for(host, text.as_bytes()).unwrap().settings();
+        Options::from_settings(s).unwrap().to_string()
+    }
+
+    #[test]
+    fn a_preset_prints_as_what_it_is_on_its_host() {
+        assert_eq!(printed(Host::CPython, "priority"), "priority,spin_us=50");
+        assert_eq!(printed(Host::OCaml, "priority-lazy"), "priority-lazy,spin_us=200");
+        assert_eq!(printed(Host::Ruby, "classic"), "classic,interval_us=100000");
+        assert_eq!(
+            printed(Host::OCaml, "classic,interval_us=700"),
+            "classic,interval_us=700"
+        );
+        assert_eq!(printed(Host::Generic, "priority"), "priority,spin_us=0");
+        assert_eq!(printed(Host::MicroPython, "classic"), "classic,interval_us=5000");
+        assert_eq!(printed(Host::CPython, "lazy"), "lazy");
+        assert_eq!(printed(Host::Ruby, "monitor"), "monitor");
+        assert_eq!(
+            printed(Host::OCaml, "priority,spin_us=20,interval_us=0,laps=3"),
+            "priority,interval_us=0,spin_us=20,laps=3"
+        );
+    }
+
+    #[test]
+    fn what_one_host_prints_builds_the_same_lock_on_every_host() {
+        for &from in Host::ALL {
+            for preset in PRESETS {
+                let s = Options::parse_for(from, preset.as_bytes()).unwrap().settings();
+                let text = printed(from, preset);
+                for &on in Host::ALL {
+                    let again = Options::parse_for(on, text.as_bytes()).unwrap().settings();
+                    assert_eq!(
+                        again, s,
+                        "{preset} on {from} prints '{text}', which is another lock on {on}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn options_given_win_over_the_hosts_default() {
+        let o = Options::parse_for(Host::OCaml, b"classic,interval_us=700,spin_us=0").unwrap();
+        assert_eq!((o.settings().switch_interval_us, o.settings().spin_us), (700, 0));
+        assert_eq!(o.to_string(), "classic,interval_us=700,spin_us=0");
+        let o = Options::parse_for(Host::CPython, b"priority").unwrap();
+        assert_eq!(o.given_mask(), 0, "the host's default is not given by the text");
+        assert_eq!(
+            o.config().settings().spin_us,
+            50,
+            "the configuration has the host's default"
+        );
+        // Bad input is refused as on the generic host.
+        let e = Options::parse_for(Host::Ruby, b"priority,lazy_us=5").unwrap_err();
+        assert!(
+            e.to_string().contains("lazy_us needs a policy with lazy release"),
+            "{e}"
+        );
+        let e = Options::parse_for_without_observers(Host::Ruby, b"priority,stats=1").unwrap_err();
+        assert_eq!(e.kind(), &OptionsErrorKind::ObserverNotTaken(Key::Stats));
     }
 }

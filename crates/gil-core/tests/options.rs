@@ -1,10 +1,10 @@
 //! The options grammar against random text: it never panics, it accepts
 //! exactly the grammar (an independent reading of it, below), what it
-//! accepts reads back as the same value, and documented forms set what they
-//! say.
+//! accepts reads back as the same value, documented forms set what they
+//! say, and the text a host's lock prints builds that lock on every host.
 
 use gil_core::options::{expand_trace_path, Key};
-use gil_core::{GilConfig, Options, Policy, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS};
+use gil_core::{GilConfig, Host, Options, Policy, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS};
 use proptest::prelude::*;
 
 /// The grammar read a second way, from the module's table: whether `text`
@@ -192,6 +192,18 @@ proptest! {
         if let Some(t) = o.trace() {
             let path = expand_trace_path(t, 4242).unwrap();
             prop_assert_eq!(path.contains("4242"), t.replace("%%", "").contains("%p"));
+        }
+    }
+
+    #[test]
+    fn the_printed_text_builds_the_same_lock_on_every_host(v in valid(), from in 0..Host::ALL.len()) {
+        let from = Host::ALL[from];
+        let o = Options::parse_for(from, v.text.as_bytes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let printed = Options::from_settings(o.settings()).map(|p| p.to_string());
+        let printed = printed.ok_or_else(|| TestCaseError::fail(format!("{} on {from} prints nothing", v.text)))?;
+        for &on in Host::ALL {
+            let again = Options::parse_for(on, printed.as_bytes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(again.settings(), o.settings(), "{} on {} prints '{}'; on {}", v.text, from, printed, on);
         }
     }
 }

@@ -1,4 +1,9 @@
-//! How a lock is built: `gil_config_t`, its defaults, presets and policies.
+//! How a lock is built and what it is: `gil_config_t`, its defaults,
+//! presets, policies and hosts, and `gil_settings_t`, a lock's settings
+//! read back. A setting's mapping between C and gil-core lives here, in
+//! both directions.
+
+use gil_core::{Host, Options, Settings};
 
 use super::*;
 
@@ -23,6 +28,15 @@ pub const GIL_MAX_SPIN_US: u64 = 10_000;
 pub const GIL_MAX_LAPS: u32 = 16;
 /// The bound on `laps` that suits a thread-per-connection server.
 pub const GIL_SERVER_LAPS: u32 = 3;
+/// Room for an options text in `gil_settings_t`, its NUL included.
+pub const GIL_OPTIONS_TEXT_MAX: usize = 256;
+
+// The header's constants are the core's.
+const _: () = assert!(GIL_DEFAULT_SWITCH_INTERVAL_US == gil_core::DEFAULT_SWITCH_INTERVAL_US);
+const _: () = assert!(GIL_MAX_SWITCH_INTERVAL_US == gil_core::MAX_SWITCH_INTERVAL_US);
+const _: () = assert!(GIL_MAX_SPIN_US == gil_core::MAX_SPIN_US);
+const _: () = assert!(GIL_MAX_LAPS == gil_core::MAX_LAPS);
+const _: () = assert!(GIL_SERVER_LAPS == gil_core::SERVER_LAPS);
 
 /// How to build a lock. Fill it with `gil_config_init`, then change fields.
 #[repr(C)]
@@ -70,7 +84,7 @@ pub struct gil_config_t {
 impl gil_config_t {
     /// A full-size configuration with `settings`' values and no callback:
     /// the one place the C defaults come from (`GilConfig::new()`).
-    pub(crate) fn from_settings(settings: gil_core::Settings) -> gil_config_t {
+    pub(crate) fn from_settings(settings: Settings) -> gil_config_t {
         gil_config_t {
             struct_size: size_of::<gil_config_t>() as u32,
             policy: policy_to_raw(settings.policy),
@@ -83,6 +97,105 @@ impl gil_config_t {
             spin_us: u32::try_from(settings.spin_us).unwrap_or(u32::MAX),
             laps: settings.laps,
         }
+    }
+
+    /// The configuration to build the lock from, the callback included.
+    /// Ranges are checked by `Gil::new`.
+    pub(crate) fn builder(&self) -> Result<GilConfig, gil_result_t> {
+        let policy = policy_from_raw(self.policy).map_err(|_| GIL_ERR_INVALID_CONFIG)?;
+        let mut builder = GilConfig::new()
+            .switch_interval_us(self.switch_interval_us)
+            .policy(policy)
+            .lazy_release_us((self.lazy_release_us != 0).then_some(self.lazy_release_us))
+            .monitor(self.monitor != 0)
+            .spin_us(u64::from(self.spin_us))
+            .laps(self.laps);
+        if let Some(callback) = self.on_drop_request {
+            let cb = DropCallback {
+                callback,
+                user_data: self.user_data,
+            };
+            builder = builder.on_drop_request(move |holder| cb.call(holder));
+        }
+        Ok(builder)
+    }
+}
+
+/// A lock's settings, all in one record: what `gil_get_settings` fills.
+/// The caller sets `struct_size` to `sizeof(gil_settings_t)`; fields are
+/// only ever appended, and a caller built with an older header (a
+/// smaller `struct_size`, down to this first version's) gets the fields
+/// that fit.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gil_settings_t {
+    /// `sizeof(gil_settings_t)` as the caller compiled it, set by the caller.
+    pub struct_size: u32,
+    /// The policy, a `GIL_POLICY_*` value.
+    pub policy: gil_policy_t,
+    /// The switch interval in microseconds, as it is now
+    /// (`gil_set_switch_interval` changes it); 0 behaves as 1.
+    pub switch_interval_us: u64,
+    /// The lazy-release threshold in microseconds; 0: lazy release is off.
+    pub lazy_release_us: u64,
+    /// The spin limit in microseconds; 0: no spinning.
+    pub spin_us: u64,
+    /// The bound on laps; 0: none.
+    pub laps: u32,
+    /// Whether the process's monitor thread keeps the lock's time.
+    pub monitor: bool,
+    /// The preset these settings are, leaving aside the values set on top
+    /// of it (a static string, as `gil_preset_name` gives); NULL for a
+    /// combination no preset names. The name alone is not the lock: a
+    /// host's default for a preset may set values on top of it.
+    pub preset: *const c_char,
+    /// The options text these settings are, NUL-terminated: the preset,
+    /// then every value that differs from the library's preset and every
+    /// value some host's default sets for it (e.g. `priority,spin_us=50`,
+    /// `classic,interval_us=5000`), so that it builds the same lock on
+    /// every host (`gil_config_parse_host`). What a report prints for the
+    /// lock. Empty if no text says these settings (a combination no
+    /// preset names, laps on classic).
+    pub options: [c_char; GIL_OPTIONS_TEXT_MAX],
+}
+
+/// The static name of the preset `settings` are (`Settings::preset`), NULL
+/// if none.
+pub(crate) fn preset_name(settings: Settings) -> *const c_char {
+    settings
+        .preset()
+        .and_then(|name| gil_core::PRESETS.iter().position(|&p| p == name))
+        .map_or(ptr::null(), |i| gil_preset_name(i))
+}
+
+/// The size of `gil_settings_t`'s first version: fields appended later
+/// leave it.
+pub(crate) const GIL_SETTINGS_MIN_SIZE: usize =
+    offset_of!(gil_settings_t, options) + size_of::<[c_char; GIL_OPTIONS_TEXT_MAX]>();
+
+impl gil_settings_t {
+    /// A full-size record of `settings`.
+    pub(crate) fn from_settings(settings: Settings) -> gil_settings_t {
+        let mut record = gil_settings_t {
+            struct_size: size_of::<gil_settings_t>() as u32,
+            policy: policy_to_raw(settings.policy),
+            switch_interval_us: settings.switch_interval_us,
+            lazy_release_us: settings.lazy_release_us.unwrap_or(0),
+            spin_us: settings.spin_us,
+            laps: settings.laps,
+            monitor: settings.monitor,
+            preset: preset_name(settings),
+            options: [0; GIL_OPTIONS_TEXT_MAX],
+        };
+        let text = Options::from_settings(settings).map(|o| o.to_string());
+        // Every text fits (a test checks the longest); one that did not
+        // would be left empty rather than cut into another lock's text.
+        if let Some(text) = text.filter(|t| t.len() < GIL_OPTIONS_TEXT_MAX) {
+            for (to, from) in record.options.iter_mut().zip(text.as_bytes()) {
+                *to = *from as c_char;
+            }
+        }
+        record
     }
 }
 
@@ -97,6 +210,22 @@ pub unsafe extern "C" fn gil_config_init(config: *mut gil_config_t) -> gil_resul
         // SAFETY: forwarded from this function's contract.
         unsafe { write_out(config, gil_config_t::from_settings(GilConfig::new().settings())) }
     })
+}
+
+/// The name of host number `index` (0, 1, ...), a static string; NULL past
+/// the last one. The hosts: "generic" (the library's presets), "cpython",
+/// "micropython", "ocaml", "ruby": each gives a preset's name its own
+/// defaults (see `gil_config_parse_host`). Any thread.
+#[no_mangle]
+pub extern "C" fn gil_host_name(index: usize) -> *const c_char {
+    static NAMES: [&CStr; 5] = [c"generic", c"cpython", c"micropython", c"ocaml", c"ruby"];
+    guard(ptr::null(), || NAMES.get(index).map_or(ptr::null(), |n| n.as_ptr()))
+}
+
+/// The host named `name`: `GIL_ERR_UNKNOWN_HOST` and the core's message
+/// (naming it) if there is none.
+pub(crate) fn host_from_name(name: &CStr) -> Result<Host, (gil_result_t, String)> {
+    Host::from_name(name.to_bytes()).map_err(|e| (GIL_ERR_UNKNOWN_HOST, e.to_string()))
 }
 
 /// Reads a caller's config of any known size; missing fields take defaults.

@@ -68,8 +68,8 @@ impl gil_t {
 /// The C callback and its user data, callable from any thread (the caller of
 /// `gil_new` promises that, see `gil_drop_request_cb`).
 pub(crate) struct DropCallback {
-    callback: unsafe extern "C" fn(*mut c_void, *mut c_void),
-    user_data: *mut c_void,
+    pub(crate) callback: unsafe extern "C" fn(*mut c_void, *mut c_void),
+    pub(crate) user_data: *mut c_void,
 }
 // SAFETY: `gil_drop_request_cb`'s contract makes the callback and its user
 // data usable from any thread; we only pass the pointer back.
@@ -97,26 +97,12 @@ pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut
         if gil_out.is_null() {
             return Err(GIL_ERR_NULL_ARGUMENT);
         }
-        let mut builder = GilConfig::new();
-        if !config.is_null() {
+        let builder = if config.is_null() {
+            GilConfig::new()
+        } else {
             // SAFETY: forwarded from this function's contract.
-            let c = unsafe { read_config(config) }?;
-            let policy = policy_from_raw(c.policy).map_err(|_| GIL_ERR_INVALID_CONFIG)?;
-            builder = builder
-                .switch_interval_us(c.switch_interval_us)
-                .policy(policy)
-                .lazy_release_us((c.lazy_release_us != 0).then_some(c.lazy_release_us))
-                .monitor(c.monitor != 0)
-                .spin_us(u64::from(c.spin_us))
-                .laps(c.laps);
-            if let Some(callback) = c.on_drop_request {
-                let cb = DropCallback {
-                    callback,
-                    user_data: c.user_data,
-                };
-                builder = builder.on_drop_request(move |holder| cb.call(holder));
-            }
-        }
+            unsafe { read_config(config) }?.builder()?
+        };
         let gil = Gil::new(builder).map_err(map_err)?;
         let boxed = Box::into_raw(Box::new(gil_t {
             gil,

@@ -1,8 +1,10 @@
 //! The options grammar for C hosts: `gil_config_parse`, `gil_options_t`,
 //! `gil_trace_path` (see gil-core's `options` module for the grammar).
 
+use std::ffi::CString;
+
 use gil_core::options::{expand_trace_path, OptionsErrorKind};
-use gil_core::Options;
+use gil_core::{Host, Options};
 
 use super::*;
 
@@ -146,49 +148,125 @@ pub unsafe extern "C" fn gil_config_parse(
         if text.is_null() {
             return Err((GIL_ERR_NULL_ARGUMENT, "no options text (NULL)".to_owned()));
         }
-        if config_out.is_null() {
-            return Err((
-                GIL_ERR_NULL_ARGUMENT,
-                "no config_out to write the settings to (NULL)".to_owned(),
-            ));
-        }
         // SAFETY: non-NULL and NUL-terminated by the contract.
-        let bytes = unsafe { CStr::from_ptr(text) }.to_bytes();
-        let parsed = if options_out.is_null() {
-            Options::parse_without_observers(bytes)
-        } else {
-            Options::parse(bytes)
-        };
-        let options = parsed.map_err(|e| {
-            let code = match e.kind() {
-                OptionsErrorKind::UnknownPreset(_) => GIL_ERR_UNKNOWN_PRESET,
-                _ => GIL_ERR_INVALID_CONFIG,
-            };
-            (code, e.to_string())
-        })?;
-        let config = gil_config_t::from_settings(options.settings());
-        if !options_out.is_null() {
-            let mut out = gil_options_t {
-                struct_size: size_of::<gil_options_t>() as u32,
-                given: options.given_mask(),
-                trace_ring: options.trace_ring().unwrap_or(0),
-                stats: u32::from(options.stats()),
-                trace: [0; GIL_TRACE_PATH_MAX],
-            };
-            // The grammar keeps a name under MAX_TRACE_PATH (< the room).
-            let name = options.trace().unwrap_or_default().as_bytes();
-            for (to, from) in out.trace.iter_mut().zip(name) {
-                *to = *from as c_char;
-            }
-            // SAFETY: checked non-NULL; writable by the contract.
-            unsafe { options_out.write(out) };
-        }
-        // SAFETY: checked non-NULL; writable by the contract.
-        unsafe { config_out.write(config) };
-        Ok(())
+        let text = unsafe { CStr::from_ptr(text) };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { parse_into(Host::Generic, text, config_out, options_out) }
     };
     // SAFETY: forwarded from this function's contract.
     unsafe { with_message(err, err_len, body) }
+}
+
+/// `gil_config_parse` for a host: the preset `text` names stands for
+/// `host`'s default for it, and each option `text` gives wins over that
+/// default. The hosts (`gil_host_name`), and what the presets' names
+/// stand for on each where it is not the library's preset:
+///
+/// | host | its defaults |
+/// |------|--------------|
+/// | `generic` | none |
+/// | `cpython` | `priority,spin_us=50`, `priority-lazy,spin_us=50`, `priority-monitor,spin_us=50`, `priority-lazy-monitor,spin_us=50` |
+/// | `micropython` | none |
+/// | `ocaml` | `classic,interval_us=50000`, `priority,spin_us=200`, `priority-lazy,spin_us=200`, `priority-monitor,spin_us=200`, `priority-lazy-monitor,spin_us=200` |
+/// | `ruby` | `classic,interval_us=100000`, `priority,spin_us=200`, `priority-lazy,spin_us=200`, `priority-monitor,spin_us=200`, `priority-lazy-monitor,spin_us=200` |
+///
+/// A NULL `text` is the host's default text (`priority` on the four
+/// runtimes, `classic` on `generic`); an empty one is an error, as in
+/// `gil_config_parse`. `options_out->given` names the keys `text` gave,
+/// not the host's defaults. What a lock built from the result prints is
+/// the options text of `gil_get_settings`, which builds the same lock on
+/// every host.
+///
+/// Returns what `gil_config_parse` returns, and `GIL_ERR_UNKNOWN_HOST`
+/// for a host it does not know, with a message in `err` naming it (e.g.
+/// `unknown GIL host 'jython' (known: generic, cpython, micropython,
+/// ocaml, ruby)`); `GIL_ERR_NULL_ARGUMENT` if `host` or `config_out` is
+/// NULL. Nothing is written to the outputs on failure. Any thread.
+///
+/// # Safety
+/// `host` is NULL or a NUL-terminated string; `text` is NULL or a
+/// NUL-terminated string; `config_out` is NULL or writable for a
+/// `gil_config_t`; `options_out` is NULL or writable for a
+/// `gil_options_t`; `err` is NULL or writable for `err_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn gil_config_parse_host(
+    host: *const c_char,
+    text: *const c_char,
+    config_out: *mut gil_config_t,
+    options_out: *mut gil_options_t,
+    err: *mut c_char,
+    err_len: usize,
+) -> gil_result_t {
+    let body = || {
+        if host.is_null() {
+            return Err((GIL_ERR_NULL_ARGUMENT, "no host (NULL)".to_owned()));
+        }
+        // SAFETY: non-NULL and NUL-terminated by the contract.
+        let host = host_from_name(unsafe { CStr::from_ptr(host) })?;
+        let text = if text.is_null() {
+            CString::new(host.default_options()).expect("a host's default has no NUL")
+        } else {
+            // SAFETY: non-NULL and NUL-terminated by the contract.
+            unsafe { CStr::from_ptr(text) }.to_owned()
+        };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { parse_into(host, &text, config_out, options_out) }
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_message(err, err_len, body) }
+}
+
+/// The body of `gil_config_parse` and `gil_config_parse_host`: `text`
+/// parsed on `host` into the outputs, or the code and message.
+///
+/// # Safety
+/// `config_out` is NULL or writable for a `gil_config_t`; `options_out` is
+/// NULL or writable for a `gil_options_t`.
+unsafe fn parse_into(
+    host: Host,
+    text: &CStr,
+    config_out: *mut gil_config_t,
+    options_out: *mut gil_options_t,
+) -> Result<(), (gil_result_t, String)> {
+    if config_out.is_null() {
+        return Err((
+            GIL_ERR_NULL_ARGUMENT,
+            "no config_out to write the settings to (NULL)".to_owned(),
+        ));
+    }
+    let bytes = text.to_bytes();
+    let parsed = if options_out.is_null() {
+        Options::parse_for_without_observers(host, bytes)
+    } else {
+        Options::parse_for(host, bytes)
+    };
+    let options = parsed.map_err(|e| {
+        let code = match e.kind() {
+            OptionsErrorKind::UnknownPreset(_) => GIL_ERR_UNKNOWN_PRESET,
+            _ => GIL_ERR_INVALID_CONFIG,
+        };
+        (code, e.to_string())
+    })?;
+    let config = gil_config_t::from_settings(options.settings());
+    if !options_out.is_null() {
+        let mut out = gil_options_t {
+            struct_size: size_of::<gil_options_t>() as u32,
+            given: options.given_mask(),
+            trace_ring: options.trace_ring().unwrap_or(0),
+            stats: u32::from(options.stats()),
+            trace: [0; GIL_TRACE_PATH_MAX],
+        };
+        // The grammar keeps a name under MAX_TRACE_PATH (< the room).
+        let name = options.trace().unwrap_or_default().as_bytes();
+        for (to, from) in out.trace.iter_mut().zip(name) {
+            *to = *from as c_char;
+        }
+        // SAFETY: checked non-NULL; writable by the contract.
+        unsafe { options_out.write(out) };
+    }
+    // SAFETY: checked non-NULL; writable by the contract.
+    unsafe { config_out.write(config) };
+    Ok(())
 }
 
 /// The trace file name for process `pid` from a `trace=` name as given
@@ -729,6 +807,40 @@ mod tests {
                     "'{text}': the parser says {accepted}, gil.h says {said}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_header_documents_each_hosts_defaults_as_the_library_has_them() {
+        let header = include_str!("../../../include/gil.h");
+        let start = header
+            .find("| host | its defaults |")
+            .expect("gil.h tables the hosts' defaults");
+        let rows: Vec<(String, Vec<String>)> = header[start..]
+            .lines()
+            .map(|line| line.trim_start_matches("//").trim())
+            .take_while(|line| line.starts_with('|'))
+            .skip(2)
+            .map(|line| {
+                let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+                let texts = if cells[1] == "none" {
+                    Vec::new()
+                } else {
+                    cells[1].split(", ").map(|t| t.trim_matches('`').to_owned()).collect()
+                };
+                (cells[0].trim_matches('`').to_owned(), texts)
+            })
+            .collect();
+        let hosts: Vec<&str> = Host::ALL.iter().map(|h| h.name()).collect();
+        assert_eq!(rows.iter().map(|(h, _)| h.as_str()).collect::<Vec<_>>(), hosts);
+        for (name, documented) in rows {
+            let host: Host = name.parse().unwrap();
+            let defaults: Vec<String> = PRESETS
+                .iter()
+                .map(|p| host.preset_options(p).unwrap().to_owned())
+                .filter(|text| !PRESETS.contains(&text.as_str()))
+                .collect();
+            assert_eq!(documented, defaults, "{name}: gil.h against the library");
         }
     }
 

@@ -63,12 +63,19 @@ pub enum gil_result_t {
     /// Windows); nothing changed. The call exists on every platform, so
     /// the exported symbols are the same everywhere.
     GIL_ERR_UNSUPPORTED = 18,
+    /// A struct's `struct_size` that this library cannot fill: smaller
+    /// than the struct's first version, or larger than the struct this
+    /// library knows (`gil_get_settings`); nothing was written.
+    GIL_ERR_STRUCT_SIZE = 19,
+    /// `gil_config_parse_host` does not know the host's name (see
+    /// `gil_host_name`).
+    GIL_ERR_UNKNOWN_HOST = 20,
 }
 pub use gil_result_t::*;
 
 impl gil_result_t {
     /// Every code, for turning a number back into one.
-    pub(crate) const ALL: [gil_result_t; 19] = [
+    pub(crate) const ALL: [gil_result_t; 21] = [
         GIL_OK,
         GIL_ERR_NULL_ARGUMENT,
         GIL_ERR_NOT_HOLDER,
@@ -88,6 +95,8 @@ impl gil_result_t {
         GIL_ERR_FOREIGN_THREAD,
         GIL_ERR_OTHER,
         GIL_ERR_UNSUPPORTED,
+        GIL_ERR_STRUCT_SIZE,
+        GIL_ERR_UNKNOWN_HOST,
     ];
 
     /// The code numbered `n`, if there is one.
@@ -117,6 +126,8 @@ impl gil_result_t {
             GIL_ERR_FOREIGN_THREAD => c"the token's accounting record belongs to another thread",
             GIL_ERR_OTHER => c"an error this version of the C ABI has no code for",
             GIL_ERR_UNSUPPORTED => c"not available on this platform",
+            GIL_ERR_STRUCT_SIZE => c"struct_size is not a size of the struct this library can fill",
+            GIL_ERR_UNKNOWN_HOST => c"unknown host name",
         }
     }
 }
@@ -164,10 +175,7 @@ pub(crate) fn map_err(e: GilError) -> gil_result_t {
     match e {
         GilError::NotHolder => GIL_ERR_NOT_HOLDER,
         GilError::AlreadyHeld => GIL_ERR_ALREADY_HELD,
-        GilError::InvalidSwitchInterval(_)
-        | GilError::InvalidLazyThreshold(_)
-        | GilError::InvalidSpin(_)
-        | GilError::InvalidLaps(_) => GIL_ERR_INVALID_CONFIG,
+        e if e.is_invalid_setting() => GIL_ERR_INVALID_CONFIG,
         GilError::Busy => GIL_ERR_BUSY,
         GilError::Aborted => GIL_ERR_ABORTED,
         GilError::Reentrant => GIL_ERR_REENTRANT,

@@ -24,15 +24,21 @@
  * its final release; the lock never dereferences it.
  *
  * The policy is read once, when mp_init() creates the lock, from the
- * environment variable MICROPY_RUST_GIL, in the library's grammar
- * (gil_config_parse): a preset (classic, priority, lazy, priority-lazy,
- * monitor, priority-monitor, priority-lazy-monitor), then options, e.g.
+ * environment variable MICROPY_RUST_GIL, in the library's grammar, parsed
+ * for the host "micropython" (gil_config_parse_host): a preset (classic,
+ * priority, lazy, priority-lazy, monitor, priority-monitor,
+ * priority-lazy-monitor), then options, e.g.
  * priority,interval_us=2000,laps=3,stats=1,trace=gil-%p.svg; unset or
- * empty means priority. A trace is written at exit. A bad value stops
- * start-up with the library's sentence naming it, and exit status 1.
+ * empty means the library's default for MicroPython (priority), whose
+ * presets are the library's own. A trace is written at exit, titled with
+ * the options text the lock is. A bad value stops start-up with the
+ * library's sentence naming it, and exit status 1.
  *
  * The module:
  *   rustgil.policy()            the preset in force (a str)
+ *   rustgil.options()           the options text the lock is (a str), e.g.
+ *                               priority,spin_us=0: it builds the same lock
+ *                               on every host
  *   rustgil.presets()           the names MICROPY_RUST_GIL accepts (a tuple)
  *   rustgil.counters()          the lock's counters (a dict of ints)
  *   rustgil.switch_interval([us])  the switch interval in microseconds; with
@@ -57,8 +63,8 @@
 #error "rustgil needs MICROPY_PY_THREAD=1, MICROPY_PY_THREAD_GIL=1 and MICROPY_PY_THREAD_GIL_EXTERNAL=1"
 #endif
 
+#define RUSTGIL_HOST "micropython"
 #define RUSTGIL_ENV "MICROPY_RUST_GIL"
-#define RUSTGIL_DEFAULT_PRESET "priority"
 
 /* The one lock of this process: created by mp_thread_gil_init (mp_init, on
    the main thread, before any other thread exists) and never freed, since
@@ -143,12 +149,19 @@ static void rustgil_write_trace(void) {
    gil_options_start); a trace that cannot start stops start-up, naming
    the file. */
 static void rustgil_start_observers(const gil_options_t *o, const char *value) {
-    char title[160];
-    snprintf(title, sizeof title, "MicroPython %s, pid %ld", MICROPY_VERSION_STRING, (long)getpid());
+    char title[GIL_OPTIONS_TEXT_MAX + 160];
+    gil_settings_t s = { .struct_size = sizeof s };
+    gil_result_t r = gil_get_settings(rustgil_lock, &s);
+    if (r != GIL_OK) {
+        rustgil_fatal("gil_get_settings", r);
+    }
+    snprintf(title, sizeof title, "MicroPython %s, GIL options %s, pid %ld", MICROPY_VERSION_STRING,
+        s.options[0] != '\0' ? s.options : "?", (long)getpid());
     char why[GIL_TRACE_PATH_MAX + 256];
     if (gil_options_start(rustgil_lock, o, title, 0, rustgil_trace_path, sizeof rustgil_trace_path,
         why, sizeof why) != GIL_OK) {
-        fprintf(stderr, "micropython: %s='%s': %s\n", RUSTGIL_ENV, value, why);
+        /* Only a value asks for observers: the default starts none. */
+        fprintf(stderr, "micropython: %s='%s': %s\n", RUSTGIL_ENV, value != NULL ? value : "", why);
         exit(1);
     }
     if (rustgil_trace_path[0] != '\0') {
@@ -162,13 +175,13 @@ void mp_thread_gil_init(void) {
         return;
     }
     const char *value = getenv(RUSTGIL_ENV);
-    if (value == NULL || value[0] == '\0') {
-        value = RUSTGIL_DEFAULT_PRESET;
+    if (value != NULL && value[0] == '\0') {
+        value = NULL;  /* the library's default for this host */
     }
     gil_config_t config;
     gil_options_t options;
     char why[768];
-    if (gil_config_parse(value, &config, &options, why, sizeof why) != GIL_OK) {
+    if (gil_config_parse_host(RUSTGIL_HOST, value, &config, &options, why, sizeof why) != GIL_OK) {
         /* The library's message names the value, escaped, and the fault. */
         fprintf(stderr, "micropython: %s=%s\n", RUSTGIL_ENV, why);
         exit(1);
@@ -241,6 +254,17 @@ static mp_obj_t rustgil_policy(void) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_0(rustgil_policy_obj, rustgil_policy);
 
+static mp_obj_t rustgil_options(void) {
+    gil_settings_t s = { .struct_size = sizeof s };
+    gil_result_t r = gil_get_settings(rustgil_lock, &s);
+    if (r != GIL_OK) {
+        mp_raise_msg_varg(&mp_type_RuntimeError, MP_ERROR_TEXT("rust-gil: gil_get_settings: %s"),
+            gil_result_str(r));
+    }
+    return mp_obj_new_str(s.options, strlen(s.options));
+}
+static MP_DEFINE_CONST_FUN_OBJ_0(rustgil_options_obj, rustgil_options);
+
 static mp_obj_t rustgil_presets(void) {
     size_t n = 0;
     while (gil_preset_name(n) != NULL) {
@@ -307,6 +331,7 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(rustgil_switch_interval_obj, 0, 1, ru
 static const mp_rom_map_elem_t rustgil_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_rustgil) },
     { MP_ROM_QSTR(MP_QSTR_policy), MP_ROM_PTR(&rustgil_policy_obj) },
+    { MP_ROM_QSTR(MP_QSTR_options), MP_ROM_PTR(&rustgil_options_obj) },
     { MP_ROM_QSTR(MP_QSTR_presets), MP_ROM_PTR(&rustgil_presets_obj) },
     { MP_ROM_QSTR(MP_QSTR_counters), MP_ROM_PTR(&rustgil_counters_obj) },
     { MP_ROM_QSTR(MP_QSTR_switch_interval), MP_ROM_PTR(&rustgil_switch_interval_obj) },

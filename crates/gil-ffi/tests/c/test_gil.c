@@ -2251,6 +2251,109 @@ static void test_options_start(void) {
     CHECK(rmdir(dir) == 0);
 }
 
+/* ---- hosts and the settings record --------------------------------------- */
+
+/* A lock from `text` (NULL: the host's default) parsed on `host`. */
+static gil_t *lock_on_host(const char *host, const char *text) {
+    gil_config_t config;
+    char err[256] = "";
+    gil_t *gil = NULL;
+    CHECK_RESULT(gil_config_parse_host(host, text, &config, NULL, err, sizeof err), GIL_OK);
+    CHECK(err[0] == '\0');
+    CHECK_RESULT(gil_new(&config, &gil), GIL_OK);
+    return gil;
+}
+
+/* A host's preset reports the options text it is, and that text builds
+   the same lock on every host. */
+static void test_host_presets(void) {
+    static const struct { const char *host, *text, *printed; } cases[] = {
+        {"cpython", "priority", "priority,spin_us=50"},
+        {"ocaml", "classic", "classic,interval_us=50000"},
+        {"ocaml", NULL, "priority,spin_us=200"},
+        {"ruby", "priority-lazy,lazy_us=30", "priority-lazy,lazy_us=30,spin_us=200"},
+        {"ruby", "classic,interval_us=700", "classic,interval_us=700"},
+        {"micropython", "priority", "priority,spin_us=0"},
+        {"generic", NULL, "classic,interval_us=5000"},
+    };
+    size_t hosts = 0;
+    while (gil_host_name(hosts) != NULL) hosts++;
+    CHECK(hosts == 5 && strcmp(gil_host_name(1), "cpython") == 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gil_t *gil = lock_on_host(cases[i].host, cases[i].text);
+        gil_settings_t s = {.struct_size = sizeof s};
+        CHECK_RESULT(gil_get_settings(gil, &s), GIL_OK);
+        if (strcmp(s.options, cases[i].printed) != 0) {
+            fprintf(stderr, "  %s on %s printed '%s', want '%s'\n", cases[i].text ? cases[i].text : "(default)",
+                    cases[i].host, s.options, cases[i].printed);
+            CHECK(!"the printed text");
+        }
+        for (size_t h = 0; h < hosts; h++) {
+            gil_t *again = lock_on_host(gil_host_name(h), s.options);
+            gil_settings_t t = {.struct_size = sizeof t};
+            CHECK_RESULT(gil_get_settings(again, &t), GIL_OK);
+            CHECK(strcmp(t.options, s.options) == 0 && t.spin_us == s.spin_us &&
+                  t.switch_interval_us == s.switch_interval_us);
+            CHECK_RESULT(gil_free(again), GIL_OK);
+        }
+        CHECK_RESULT(gil_free(gil), GIL_OK);
+    }
+    /* An unknown host: its own code, a message naming it, nothing written. */
+    gil_config_t untouched;
+    char err[256];
+    memset(&untouched, 0xab, sizeof untouched);
+    CHECK_RESULT(gil_config_parse_host("jython", "priority", &untouched, NULL, err, sizeof err),
+                 GIL_ERR_UNKNOWN_HOST);
+    CHECK(strcmp(err, "unknown GIL host 'jython' (known: generic, cpython, micropython, ocaml, ruby)") == 0);
+    CHECK(untouched.struct_size == 0xabababab);
+    CHECK_RESULT(gil_config_parse_host("ocaml", "priority,spin_us=x", &untouched, NULL, err, sizeof err),
+                 GIL_ERR_INVALID_CONFIG);
+    CHECK(strstr(err, "spin_us must be a number") != NULL);
+    CHECK_RESULT(gil_config_parse_host(NULL, "priority", &untouched, NULL, err, sizeof err), GIL_ERR_NULL_ARGUMENT);
+    CHECK(untouched.struct_size == 0xabababab);
+}
+
+/* gil_get_settings: the record says what the single getters say, and a
+   struct_size it cannot fill is refused without a write. */
+static void test_settings_record(void) {
+    gil_t *gil = lock_on_host("cpython", "priority-lazy-monitor,lazy_us=70,laps=3");
+    CHECK_RESULT(gil_set_switch_interval(gil, 1234), GIL_OK);
+    gil_settings_t s;
+    memset(&s, 0xcd, sizeof s);
+    s.struct_size = sizeof s;
+    CHECK_RESULT(gil_get_settings(gil, &s), GIL_OK);
+    gil_policy_t policy;
+    uint64_t interval, lazy, spin;
+    uint32_t laps;
+    bool monitor;
+    const char *preset;
+    CHECK_RESULT(gil_get_policy(gil, &policy), GIL_OK);
+    CHECK_RESULT(gil_get_switch_interval(gil, &interval), GIL_OK);
+    CHECK_RESULT(gil_get_lazy_release(gil, &lazy), GIL_OK);
+    CHECK_RESULT(gil_get_spin(gil, &spin), GIL_OK);
+    CHECK_RESULT(gil_get_laps(gil, &laps), GIL_OK);
+    CHECK_RESULT(gil_get_monitor(gil, &monitor), GIL_OK);
+    CHECK_RESULT(gil_get_preset(gil, &preset), GIL_OK);
+    CHECK(s.struct_size == sizeof s && s.policy == policy && s.switch_interval_us == interval &&
+          s.lazy_release_us == lazy && s.spin_us == spin && s.laps == laps && s.monitor == monitor &&
+          s.preset == preset);
+    CHECK(interval == 1234 && lazy == 70 && spin == 50 && laps == 3 && monitor);
+    CHECK(strcmp(s.options, "priority-lazy-monitor,interval_us=1234,lazy_us=70,spin_us=50,laps=3") == 0);
+
+    static const uint32_t bad[] = {0, 4, sizeof(gil_settings_t) - 1, sizeof(gil_settings_t) + 8};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gil_settings_t t;
+        memset(&t, 0xcd, sizeof t);
+        t.struct_size = bad[i];
+        CHECK_RESULT(gil_get_settings(gil, &t), GIL_ERR_STRUCT_SIZE);
+        CHECK(t.struct_size == bad[i] && t.laps == 0xcdcdcdcdu);
+    }
+    CHECK(strcmp(gil_result_str(GIL_ERR_STRUCT_SIZE), gil_result_str(GIL_ERR_INVALID_ARGUMENT)) != 0);
+    CHECK_RESULT(gil_get_settings(gil, NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_get_settings(NULL, &s), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+}
+
 /* With arguments, runs only the tests so named (for looping one test). */
 static bool selected(int argc, char **argv, const char *name) {
     if (argc < 2) return true;
@@ -2317,6 +2420,8 @@ int main(int argc, char **argv) {
 #endif
         {"options_text", test_options_text},
         {"options_start", test_options_start},
+        {"host_presets", test_host_presets},
+        {"settings_record", test_settings_record},
     };
     int passed = 0;
     start_watchdog();

@@ -422,8 +422,10 @@ rustgil_options(PyObject *module, PyObject *Py_UNUSED(ignored))
     return PyUnicode_FromString(s.options);
 }
 
+/* dict[key] = value, taking the reference to value; -1 with an exception
+   set if value is NULL (the call that made it failed) or the set fails. */
 static int
-set_item(PyObject *dict, const char *key, PyObject *value)
+set_owned(PyObject *dict, const char *key, PyObject *value)
 {
     if (value == NULL) {
         return -1;
@@ -443,14 +445,14 @@ rustgil_settings(PyObject *module, PyObject *Py_UNUSED(ignored))
     PyObject *d = PyDict_New();
     const char *policy = gil_policy_name(s.policy);
     if (d == NULL ||
-        set_item(d, "options", s.options[0] != '\0' ? PyUnicode_FromString(s.options) : Py_NewRef(Py_None)) < 0 ||
-        set_item(d, "preset", s.preset != NULL ? PyUnicode_FromString(s.preset) : Py_NewRef(Py_None)) < 0 ||
-        set_item(d, "policy", policy != NULL ? PyUnicode_FromString(policy) : Py_NewRef(Py_None)) < 0 ||
-        set_item(d, "switch_interval_us", PyLong_FromUnsignedLongLong(s.switch_interval_us)) < 0 ||
-        set_item(d, "lazy_release_us", PyLong_FromUnsignedLongLong(s.lazy_release_us)) < 0 ||
-        set_item(d, "spin_us", PyLong_FromUnsignedLongLong(s.spin_us)) < 0 ||
-        set_item(d, "laps", PyLong_FromUnsignedLong(s.laps)) < 0 ||
-        set_item(d, "monitor", PyBool_FromLong(s.monitor)) < 0) {
+        set_owned(d, "options", s.options[0] != '\0' ? PyUnicode_FromString(s.options) : Py_NewRef(Py_None)) < 0 ||
+        set_owned(d, "preset", s.preset != NULL ? PyUnicode_FromString(s.preset) : Py_NewRef(Py_None)) < 0 ||
+        set_owned(d, "policy", policy != NULL ? PyUnicode_FromString(policy) : Py_NewRef(Py_None)) < 0 ||
+        set_owned(d, "switch_interval_us", PyLong_FromUnsignedLongLong(s.switch_interval_us)) < 0 ||
+        set_owned(d, "lazy_release_us", PyLong_FromUnsignedLongLong(s.lazy_release_us)) < 0 ||
+        set_owned(d, "spin_us", PyLong_FromUnsignedLongLong(s.spin_us)) < 0 ||
+        set_owned(d, "laps", PyLong_FromUnsignedLong(s.laps)) < 0 ||
+        set_owned(d, "monitor", PyBool_FromLong(s.monitor)) < 0) {
         Py_XDECREF(d);
         return NULL;
     }
@@ -615,17 +617,6 @@ histogram_list(const uint64_t *buckets, Py_ssize_t n)
         PyList_SET_ITEM(list, i, v);
     }
     return list;
-}
-
-static int
-set_owned(PyObject *dict, const char *key, PyObject *value)
-{
-    if (value == NULL) {
-        return -1;
-    }
-    int rc = PyDict_SetItemString(dict, key, value);
-    Py_DECREF(value);
-    return rc;
 }
 
 static PyObject *

@@ -7,13 +7,10 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use crate::config::{
-    check_laps, check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback,
-    DEFAULT_SWITCH_INTERVAL_US,
-};
+use crate::config::DropRequestCallback;
 use crate::policy;
 use crate::sync::AtomicU64;
-use crate::{GilConfig, GilError, Policy, Settings};
+use crate::{GilConfig, GilError, Key, Policy, Settings};
 
 /// A lock's settings (see the module docs).
 pub(super) struct Tuning {
@@ -41,23 +38,21 @@ impl Tuning {
     /// The settings `config` asks for.
     ///
     /// # Errors
-    /// As [`Gil::new`](crate::Gil::new): a duration or the bound on laps
-    /// out of range.
+    /// As [`Gil::new`](crate::Gil::new): a setting out of its range
+    /// ([`Settings::check`]).
     pub(super) fn new(config: GilConfig) -> Result<Tuning, GilError> {
-        let interval = check_switch_interval(config.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US))?;
-        let lazy = check_lazy_threshold(config.lazy_release_us)?;
-        let spin = check_spin(config.spin_us)?;
-        let laps = check_laps(config.laps)?;
+        let (s, on_drop_request) = config.into_parts();
+        s.check()?;
         Ok(Tuning {
-            policy: config.policy,
-            interval_us: AtomicU64::new(interval),
-            lazy_release: lazy.map(Duration::from_micros),
-            monitor: config.monitor,
-            spin: (spin > 0).then(|| Duration::from_micros(spin)),
-            spin_us: spin,
-            cpu_through_room: policy::cpu_through_room(config.policy, spin > 0),
-            laps,
-            on_drop_request: config.on_drop_request,
+            policy: s.policy,
+            interval_us: AtomicU64::new(s.switch_interval_us),
+            lazy_release: s.lazy_release_us.map(Duration::from_micros),
+            monitor: s.monitor,
+            spin: (s.spin_us > 0).then(|| Duration::from_micros(s.spin_us)),
+            spin_us: s.spin_us,
+            cpu_through_room: policy::cpu_through_room(s.policy, s.spin_us > 0),
+            laps: s.laps,
+            on_drop_request,
         })
     }
 
@@ -120,9 +115,10 @@ impl Tuning {
     /// Sets the switch interval.
     ///
     /// # Errors
-    /// [`GilError::InvalidSwitchInterval`] if out of range; unchanged then.
+    /// [`GilError::InvalidSetting`] if out of range; unchanged then.
     pub(super) fn set_interval_us(&self, us: u64) -> Result<(), GilError> {
-        self.interval_us.store(check_switch_interval(us)?, Relaxed);
+        let interval = Key::IntervalUs.setting().expect("a number setting");
+        self.interval_us.store(interval.check(us)?, Relaxed);
         Ok(())
     }
 

@@ -305,7 +305,21 @@ fn known_presets() -> String {
     PRESETS.join(", ")
 }
 
-const KEYS: &str = "keys: interval_us, lazy_us, spin_us, laps, stats, trace, trace_ring";
+/// "keys: interval_us, ...", every key for messages, from [`Key::ALL`].
+struct Keys;
+
+impl fmt::Display for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("keys:")?;
+        for (i, key) in Key::ALL.iter().enumerate() {
+            f.write_str(if i == 0 { " " } else { ", " })?;
+            f.write_str(key.name())?;
+        }
+        Ok(())
+    }
+}
+
+const KEYS: Keys = Keys;
 
 impl fmt::Display for OptionsErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -619,7 +633,12 @@ mod tests {
         assert!(err("priority,,laps=1").starts_with("an empty option ',,'"));
         assert!(err("priority,laps").starts_with("'laps' is not KEY=VALUE"));
         assert!(err("priority,=3").starts_with("'=3' has no key"));
-        assert!(err("priority,lap=3").starts_with("unknown option 'lap'"));
+        let unknown = err("priority,lap=3");
+        assert!(
+            unknown.starts_with("unknown option 'lap' (keys: interval_us, "),
+            "{unknown}"
+        );
+        assert!(Key::ALL.iter().all(|k| unknown.contains(k.name())), "{unknown}");
         assert_eq!(err("priority,laps=1,laps=2"), "laps is given twice");
         assert!(err("priority,lazy_us=5").starts_with("lazy_us needs a policy with lazy release"));
         assert!(err("classic,laps=2").starts_with("laps needs a policy that bounds overtaking"));

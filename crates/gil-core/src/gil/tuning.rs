@@ -14,23 +14,18 @@ use crate::{GilConfig, GilError, Key, Policy, Settings};
 
 /// A lock's settings (see the module docs).
 pub(super) struct Tuning {
-    policy: Policy,
+    /// The settings as built; their switch interval is `interval_us`'s.
+    settings: Settings,
     /// The switch interval in microseconds, as set (0 behaves as 1 µs).
     interval_us: AtomicU64,
     /// `Some(threshold)` when lazy release is on.
     lazy_release: Option<Duration>,
-    /// Timed by the monitor thread, waiters served in order (`monitor.rs`).
-    monitor: bool,
     /// How long a thread waiting for a hand-off spins before sleeping
     /// (`GilConfig::spin_us`), while spinning can help ([`Tuning::spin_limit`]).
     spin: Option<Duration>,
-    /// The spin limit as configured, in microseconds.
-    spin_us: u64,
     /// A CPU-class thread always takes the lock through the waiting room
     /// ([`policy::cpu_through_room`]).
     cpu_through_room: bool,
-    /// The bound on laps (0: none), see `GilConfig::laps`.
-    laps: u32,
     on_drop_request: Option<DropRequestCallback>,
 }
 
@@ -44,21 +39,18 @@ impl Tuning {
         let (s, on_drop_request) = config.into_parts();
         s.check()?;
         Ok(Tuning {
-            policy: s.policy,
+            settings: s,
             interval_us: AtomicU64::new(s.switch_interval_us),
             lazy_release: s.lazy_release_us.map(Duration::from_micros),
-            monitor: s.monitor,
             spin: (s.spin_us > 0).then(|| Duration::from_micros(s.spin_us)),
-            spin_us: s.spin_us,
             cpu_through_room: policy::cpu_through_room(s.policy, s.spin_us > 0),
-            laps: s.laps,
             on_drop_request,
         })
     }
 
     #[inline]
     pub(super) fn policy(&self) -> Policy {
-        self.policy
+        self.settings.policy
     }
 
     /// The lazy-release threshold, `None` if lazy release is off.
@@ -70,7 +62,7 @@ impl Tuning {
     /// Whether the monitor thread keeps the time.
     #[inline]
     pub(super) fn monitored(&self) -> bool {
-        self.monitor
+        self.settings.monitor
     }
 
     /// Whether a CPU-class thread always takes the lock through the
@@ -82,7 +74,7 @@ impl Tuning {
 
     /// The bound on laps (0: none).
     pub(super) fn laps(&self) -> u32 {
-        self.laps
+        self.settings.laps
     }
 
     /// The host's drop-request callback, if any.
@@ -92,7 +84,7 @@ impl Tuning {
 
     /// The spin limit as configured, in microseconds (0: no spinning).
     pub(super) fn spin_us(&self) -> u64 {
-        self.spin_us
+        self.settings.spin_us
     }
 
     /// The spin limit in effect for the calling thread now: none while the
@@ -126,11 +118,7 @@ impl Tuning {
     pub(super) fn settings(&self) -> Settings {
         Settings {
             switch_interval_us: self.interval_us(),
-            policy: self.policy,
-            lazy_release_us: self.lazy_release.map(|d| d.as_micros() as u64),
-            monitor: self.monitor,
-            spin_us: self.spin_us,
-            laps: self.laps,
+            ..self.settings
         }
     }
 }

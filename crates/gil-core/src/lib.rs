@@ -141,6 +141,7 @@ pub mod cancel;
 mod class;
 mod config;
 mod error;
+mod escape;
 pub mod events;
 mod gil;
 pub mod host;

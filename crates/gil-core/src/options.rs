@@ -48,7 +48,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::host::host_tuned_keys;
+use crate::escape::shown;
 pub use crate::Key;
 use crate::{GilConfig, Host, Settings, NUMBER_SETTINGS, PRESETS};
 
@@ -376,29 +376,6 @@ impl fmt::Display for OptionsErrorKind {
     }
 }
 
-/// `text` for a message: printable ASCII as is, `\\` and `\'` escaped,
-/// `\t` `\n` `\r`, every other byte as `\xNN`; cut with `...` so that it
-/// stays under `size` bytes.
-pub(crate) fn shown(text: &[u8], size: usize) -> String {
-    let mut out = String::new();
-    for &c in text {
-        let piece = match c {
-            b'\\' | b'\'' => format!("\\{}", c as char),
-            b'\t' => "\\t".to_owned(),
-            b'\n' => "\\n".to_owned(),
-            b'\r' => "\\r".to_owned(),
-            0x20..=0x7e => (c as char).to_string(),
-            _ => format!("\\x{c:02x}"),
-        };
-        if out.len() + piece.len() + 4 > size {
-            out.push_str("...");
-            break;
-        }
-        out.push_str(&piece);
-    }
-    out
-}
-
 /// A whole unsigned decimal number (digits only) no larger than `max`.
 fn number(value: &[u8], max: u64) -> Option<u64> {
     if value.is_empty() {
@@ -484,6 +461,18 @@ pub fn expand_trace_path(template: &str, pid: u32) -> Option<String> {
         }
     }
     Some(out)
+}
+
+/// The keys some host's default sets for `preset` ([`Key::bit`]s): the
+/// values a text must spell out to mean the same lock on every host.
+fn host_tuned_keys(preset: &str) -> u32 {
+    let tuned = Host::ALL.iter().filter_map(|host| host.preset_options(preset));
+    tuned
+        .map(|text| {
+            let defaults = parse(text.as_bytes(), Host::Generic, false);
+            defaults.expect("a host's default parses").given_mask()
+        })
+        .fold(0, |mask, keys| mask | keys)
 }
 
 /// What `preset` is on `host`: the library's preset, or the host's
@@ -795,6 +784,45 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn every_hosts_default_parses_as_its_own_preset_and_reads_back() {
+        for &host in Host::ALL {
+            assert!(Options::parse_for(host, host.default_options().as_bytes()).is_ok());
+            for preset in PRESETS {
+                let text = host.preset_options(preset).unwrap();
+                let o = Options::parse_without_observers(text.as_bytes()).unwrap();
+                assert_eq!(o.preset(), *preset, "{host}: {text}");
+                assert_eq!(o.to_string(), text, "{host}: written as it reads");
+            }
+        }
+    }
+
+    #[test]
+    fn each_host_gives_its_presets_the_documented_values() {
+        let s = |host: Host, preset: &str| {
+            Options::parse_for(host, preset.as_bytes())
+                .unwrap_or_else(|e| panic!("{host} {preset}: {e}"))
+                .settings()
+        };
+        for &preset in PRESETS {
+            let library = GilConfig::preset(preset).unwrap().settings();
+            let priority = library.policy == crate::Policy::Priority;
+            assert_eq!(s(Host::Generic, preset), library, "{preset}");
+            assert_eq!(s(Host::MicroPython, preset), library, "{preset}");
+            let spin = |us| Settings {
+                spin_us: if priority { us } else { 0 },
+                ..library
+            };
+            assert_eq!(s(Host::CPython, preset), spin(50), "{preset}");
+            let classic_interval = |us| Settings {
+                switch_interval_us: if preset == "classic" { us } else { 5_000 },
+                ..spin(200)
+            };
+            assert_eq!(s(Host::OCaml, preset), classic_interval(50_000), "{preset}");
+            assert_eq!(s(Host::Ruby, preset), classic_interval(100_000), "{preset}");
         }
     }
 

@@ -152,7 +152,7 @@ pub enum Key {
 }
 
 impl Key {
-    /// Every key, in the order [`Options`] writes them.
+    /// Every key, in the order [`Options`](crate::Options) writes them.
     pub const ALL: [Key; 7] = [
         Key::IntervalUs,
         Key::LazyUs,
@@ -187,7 +187,7 @@ impl Key {
         NUMBER_SETTINGS.iter().find(|s| s.key == self)
     }
 
-    /// This key's bit in [`Options::given_mask`] (and the C ABI's
+    /// This key's bit in [`Options::given_mask`](crate::Options::given_mask) (and the C ABI's
     /// `GIL_OPTION_*`): `1 << ` its place in [`Key::ALL`].
     pub const fn bit(self) -> u32 {
         1 << self as u32

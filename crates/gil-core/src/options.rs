@@ -13,10 +13,10 @@
 //!
 //! | key           | value                                                  |
 //! |---------------|--------------------------------------------------------|
-//! | `interval_us` | the switch interval, 0 to [`MAX_SWITCH_INTERVAL_US`] µs (0 behaves as 1) |
+//! | `interval_us` | the switch interval, 0 to [`MAX_SWITCH_INTERVAL_US`](crate::MAX_SWITCH_INTERVAL_US) µs (0 behaves as 1) |
 //! | `lazy_us`     | the lazy-release threshold, 1 µs to one hour; lazy presets only |
-//! | `spin_us`     | the spin limit, 0 to [`MAX_SPIN_US`] µs                |
-//! | `laps`        | the bound on laps, 0 to [`MAX_LAPS`]; priority or monitor presets only (not `classic`, `lazy`) |
+//! | `spin_us`     | the spin limit, 0 to [`MAX_SPIN_US`](crate::MAX_SPIN_US) µs                |
+//! | `laps`        | the bound on laps, 0 to [`MAX_LAPS`](crate::MAX_LAPS); priority or monitor presets only (not `classic`, `lazy`) |
 //! | `stats`       | `1`: per-thread accounting from the start, `0`: off    |
 //! | `trace`       | a trace file: `NAME.json` (Chrome trace events) or `NAME.svg`, `%p` for the process id, `%%` for `%` |
 //! | `trace_ring`  | keep only the last 1 to 2^32 events (needs `trace`)   |

@@ -209,7 +209,9 @@ impl fmt::Display for Options {
                 (Some(setting), _) => write!(f, "{}", setting.get(s).unwrap_or_default())?,
                 (None, Key::Stats) => write!(f, "{}", u8::from(self.stats))?,
                 (None, Key::Trace) => f.write_str(self.trace.as_deref().unwrap_or_default())?,
-                (None, _) => write!(f, "{}", self.trace_ring.unwrap_or_default())?,
+                (None, Key::TraceRing) => write!(f, "{}", self.trace_ring.unwrap_or_default())?,
+                // Every key is a number setting or one of the observers above.
+                (None, _) => {}
             }
         }
         Ok(())

@@ -26,6 +26,7 @@ the _Py_DebugOffsets view of _gil.locked and _gil.last_holder is what
 debuggers need.
 """
 
+import ast
 import ctypes
 import os
 import subprocess
@@ -75,16 +76,22 @@ class RustGilSmoke(unittest.TestCase):
                     "priority-lazy-monitor": "priority-lazy-monitor,spin_us=50",
                     "classic": "classic,interval_us=5000", "lazy": "lazy", "monitor": "monitor"}
         self.assertEqual(options, expected[EXPECTED_POLICY])
-        # The record has every setting, as the single functions give them
-        # (a setting added later is in the record and its text, with no
-        # function of its own).
+        # The dict has every setting, as the single functions give them,
+        # each number setting under its options key (a setting added later
+        # shows there too, with no function of its own).
         s = _rustgil.settings()
         self.assertLessEqual({"options": options, "preset": _rustgil.policy(),
                               "policy": "priority" if "priority" in EXPECTED_POLICY else "classic",
-                              "switch_interval_us": round(_rustgil.switch_interval() * 1e6),
-                              "lazy_release_us": round(_rustgil.lazy_release() * 1e6),
+                              "interval_us": round(_rustgil.switch_interval() * 1e6),
+                              "lazy_us": round(_rustgil.lazy_release() * 1e6),
                               "spin_us": round(_rustgil.spin() * 1e6), "laps": _rustgil.laps(),
                               "monitor": _rustgil.monitor()}.items(), s.items())
+        # Each number the text gives is the dict's value under its key.
+        code = "import _rustgil; print(sorted(_rustgil.settings().items()))"
+        r = self.run_python(code, PYTHON_RUST_GIL="priority-lazy,interval_us=700,lazy_us=30,laps=2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = dict(ast.literal_eval(r.stdout.strip()))
+        self.assertEqual((got["interval_us"], got["lazy_us"], got["spin_us"], got["laps"]), (700, 30, 50, 2))
         # The text builds the same lock again, and tuned texts too.
         code = "import _rustgil; print(_rustgil.options())"
         for value, printed in [(options, options),
@@ -97,7 +104,7 @@ class RustGilSmoke(unittest.TestCase):
         try:
             sys.setswitchinterval(0.002)
             self.assertIn("interval_us=2000", _rustgil.options())
-            self.assertEqual(_rustgil.settings()["switch_interval_us"], 2000)
+            self.assertEqual(_rustgil.settings()["interval_us"], 2000)
         finally:
             sys.setswitchinterval(old)
 

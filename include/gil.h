@@ -180,6 +180,8 @@ enum gil_result_t
   // `gil_config_parse_host` does not know the host's name (see
   // `gil_host_name`).
   GIL_ERR_UNKNOWN_HOST = 20,
+  // `gil_get_setting` does not know the key (see `gil_setting_key`).
+  GIL_ERR_UNKNOWN_SETTING = 21,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -647,6 +649,14 @@ gil_result_t gil_config_init(gil_config_t *config);
 // defaults (see `gil_config_parse_host`). Any thread.
 const char *gil_host_name(size_t index);
 
+// The key of number setting number `index` (0, 1, ...), as the options
+// text names it, a static string; NULL past the last one. The settings:
+// "interval_us", "lazy_us", "spin_us", "laps", and any a later version
+// adds; `gil_get_setting` reads a lock's value of each, so a host can
+// list every setting without knowing them (CPython's
+// `_rustgil.settings()` does). Any thread.
+const char *gil_setting_key(size_t index);
+
 // The name of `policy` (`"classic"`, ...), a static string; NULL if the
 // value is not a known policy. Any thread.
 const char *gil_policy_name(gil_policy_t policy);
@@ -1076,6 +1086,19 @@ gil_result_t gil_get_counters(const gil_t *gil,
 // `gil_settings_t` writable for its `struct_size` bytes.
 gil_result_t gil_get_settings(const gil_t *gil,
                               gil_settings_t *settings_out);
+
+// `*value_out` = the lock's value of the number setting `key` (as
+// `gil_setting_key` names it: "spin_us", ...), as it is now; 0 while it
+// is not in effect ("lazy_us" without lazy release), as in
+// `gil_settings_t`. `GIL_ERR_UNKNOWN_SETTING` if no setting has that key.
+// Any thread; does not block.
+//
+// # Safety
+// `gil` is NULL or a live lock; `key` is NULL or a NUL-terminated string;
+// `value_out` is NULL or writable.
+gil_result_t gil_get_setting(const gil_t *gil,
+                             const char *key,
+                             uint64_t *value_out);
 
 // `*us_out` = the lock's lazy-release threshold in microseconds, 0 if lazy
 // release is off. Any thread.

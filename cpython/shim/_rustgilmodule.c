@@ -11,10 +11,11 @@
  *                              report prints, and what PYTHON_RUST_GIL (or
  *                              any host's variable) takes to build the same
  *                              lock again
- *   _rustgil.settings()        dict: all the lock's settings, one record
- *                              (gil_get_settings): options, preset, policy,
- *                              switch_interval_us, lazy_release_us, spin_us,
- *                              laps, monitor
+ *   _rustgil.settings()        dict: all the lock's settings: options,
+ *                              preset, policy, monitor (gil_get_settings),
+ *                              and each number setting under its options
+ *                              key (gil_setting_key): interval_us, lazy_us
+ *                              (0 when off), spin_us, laps
  *   _rustgil.policy()          this interpreter's GIL policy: the preset
  *                              name (classic, priority, lazy, priority-lazy,
  *                              monitor, priority-monitor,
@@ -439,7 +440,8 @@ static PyObject *
 rustgil_settings(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     gil_settings_t s;
-    if (current_settings(&s) < 0) {
+    gil_t *lock = current_lock();
+    if (lock == NULL || current_settings(&s) < 0) {
         return NULL;
     }
     PyObject *d = PyDict_New();
@@ -448,13 +450,25 @@ rustgil_settings(PyObject *module, PyObject *Py_UNUSED(ignored))
         set_owned(d, "options", s.options[0] != '\0' ? PyUnicode_FromString(s.options) : Py_NewRef(Py_None)) < 0 ||
         set_owned(d, "preset", s.preset != NULL ? PyUnicode_FromString(s.preset) : Py_NewRef(Py_None)) < 0 ||
         set_owned(d, "policy", policy != NULL ? PyUnicode_FromString(policy) : Py_NewRef(Py_None)) < 0 ||
-        set_owned(d, "switch_interval_us", PyLong_FromUnsignedLongLong(s.switch_interval_us)) < 0 ||
-        set_owned(d, "lazy_release_us", PyLong_FromUnsignedLongLong(s.lazy_release_us)) < 0 ||
-        set_owned(d, "spin_us", PyLong_FromUnsignedLongLong(s.spin_us)) < 0 ||
-        set_owned(d, "laps", PyLong_FromUnsignedLong(s.laps)) < 0 ||
         set_owned(d, "monitor", PyBool_FromLong(s.monitor)) < 0) {
         Py_XDECREF(d);
         return NULL;
+    }
+    /* Every number setting under its options key, as the library lists
+       them: one it adds shows here with no change to this file. */
+    const char *key;
+    for (size_t i = 0; (key = gil_setting_key(i)) != NULL; i++) {
+        uint64_t value;
+        gil_result_t r = gil_get_setting(lock, key, &value);
+        if (r != GIL_OK) {
+            lock_error("gil_get_setting", r);
+            Py_DECREF(d);
+            return NULL;
+        }
+        if (set_owned(d, key, PyLong_FromUnsignedLongLong(value)) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
     }
     return d;
 }
@@ -1226,7 +1240,8 @@ static PyMethodDef rustgil_methods[] = {
      "what PYTHON_RUST_GIL takes to build the same lock again, on any host."},
     {"settings", rustgil_settings, METH_NOARGS,
      "settings()\n--\n\nAll the GIL's settings, as a dict: options, preset, policy,\n"
-     "switch_interval_us, lazy_release_us, spin_us, laps, monitor."},
+     "monitor, and each number setting under its options key: interval_us,\n"
+     "lazy_us (0 when off), spin_us, laps."},
     {"policy", rustgil_policy, METH_NOARGS,
      "policy()\n--\n\nThe GIL's preset name; options() says what is set on top of it."},
     {"switch_interval", rustgil_switch_interval, METH_NOARGS,

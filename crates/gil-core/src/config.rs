@@ -123,42 +123,195 @@ impl FromStr for Policy {
     }
 }
 
-/// Checks a lazy-release threshold: the same range as the switch interval.
-pub(crate) fn check_lazy_threshold(us: Option<u64>) -> Result<Option<u64>, GilError> {
-    match us {
-        Some(v) if v > MAX_SWITCH_INTERVAL_US => Err(GilError::InvalidLazyThreshold(v)),
-        other => Ok(other),
-    }
-}
-
 /// The longest accepted spin: 10 ms. Spinning longer than a fraction of a
 /// switch interval only burns the CPU the holder may need.
 pub const MAX_SPIN_US: u64 = 10_000;
 
-/// Checks a spin limit; see [`MAX_SPIN_US`].
-pub(crate) fn check_spin(us: u64) -> Result<u64, GilError> {
-    if us <= MAX_SPIN_US {
-        Ok(us)
-    } else {
-        Err(GilError::InvalidSpin(us))
+/// A key of the options text ([`crate::options`]): a number setting's
+/// (see [`NUMBER_SETTINGS`]) or an observer's.
+///
+/// A new key goes at the end of [`Key::ALL`]: its place there is its bit
+/// ([`Key::bit`]), which the C ABI's `GIL_OPTION_*` constants fix.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// `interval_us`: the switch interval.
+    IntervalUs,
+    /// `lazy_us`: the lazy-release threshold.
+    LazyUs,
+    /// `spin_us`: the spin limit.
+    SpinUs,
+    /// `laps`: the bound on laps.
+    Laps,
+    /// `stats`: per-thread accounting from the start.
+    Stats,
+    /// `trace`: a trace file.
+    Trace,
+    /// `trace_ring`: a ring trace's size.
+    TraceRing,
+}
+
+impl Key {
+    /// Every key, in the order [`Options`](crate::Options) writes them.
+    pub const ALL: [Key; 7] = [
+        Key::IntervalUs,
+        Key::LazyUs,
+        Key::SpinUs,
+        Key::Laps,
+        Key::Stats,
+        Key::Trace,
+        Key::TraceRing,
+    ];
+
+    /// The key as written in the text.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Key::IntervalUs => "interval_us",
+            Key::LazyUs => "lazy_us",
+            Key::SpinUs => "spin_us",
+            Key::Laps => "laps",
+            Key::Stats => "stats",
+            Key::Trace => "trace",
+            Key::TraceRing => "trace_ring",
+        }
+    }
+
+    /// Whether the key asks for an observer (accounting or a trace) rather
+    /// than setting the lock.
+    pub const fn is_observer(self) -> bool {
+        matches!(self, Key::Stats | Key::Trace | Key::TraceRing)
+    }
+
+    /// The number setting this key sets, `None` for an observer's key.
+    pub fn setting(self) -> Option<&'static NumberSetting> {
+        NUMBER_SETTINGS.iter().find(|s| s.key == self)
+    }
+
+    /// This key's bit in [`Options::given_mask`](crate::Options::given_mask) (and the C ABI's
+    /// `GIL_OPTION_*`): `1 << ` its place in [`Key::ALL`].
+    pub const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+
+    pub(crate) fn from_name(name: &[u8]) -> Option<Key> {
+        Key::ALL.into_iter().find(|k| k.name().as_bytes() == name)
     }
 }
 
-/// Checks a bound on laps; see [`MAX_LAPS`].
-pub(crate) fn check_laps(laps: u32) -> Result<u32, GilError> {
-    if laps <= MAX_LAPS {
-        Ok(laps)
-    } else {
-        Err(GilError::InvalidLaps(laps))
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
-/// Checks a switch interval; see [`MAX_SWITCH_INTERVAL_US`].
-pub(crate) fn check_switch_interval(us: u64) -> Result<u64, GilError> {
-    if us <= MAX_SWITCH_INTERVAL_US {
-        Ok(us)
-    } else {
-        Err(GilError::InvalidSwitchInterval(us))
+/// What a preset must have for a text to give a key (`laps` on `classic`
+/// would be ignored, so it is refused): the check and what it asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct Needs {
+    /// What the preset must have, for messages: "a policy with lazy
+    /// release (lazy, ...)".
+    pub what: &'static str,
+    holds: fn(&Settings) -> bool,
+}
+
+/// A number setting: its key, the values it takes, and where it lives in
+/// [`Settings`]. [`NUMBER_SETTINGS`] lists them, and everything that
+/// handles number settings reads that list: the options grammar, the text
+/// a lock prints ([`Options::from_settings`](crate::Options::from_settings)),
+/// `Gil::new`'s range checks, the C ABI's `gil_setting_key` and
+/// `gil_get_setting`. So a new one is a field of [`Settings`], its
+/// [`GilConfig`] method, its [`Key`] and a row here; the lock's rule
+/// reads the field.
+#[derive(Debug, Clone, Copy)]
+pub struct NumberSetting {
+    /// Its key in the options text.
+    pub key: Key,
+    /// The least value a text may give: 0, but 1 for `lazy_us` (0 is
+    /// lazy release off in the C ABI's `gil_config_t`).
+    pub min: u64,
+    /// The largest value accepted; `Gil::new` fails above.
+    pub max: u64,
+    /// Whether the value is in microseconds (for messages).
+    pub micros: bool,
+    /// What a preset must have for a text to give this key; `None`: any.
+    pub needs: Option<Needs>,
+    get: fn(&Settings) -> Option<u64>,
+    set: fn(&mut Settings, u64),
+}
+
+/// The number settings, in [`Key::ALL`] order; see [`NumberSetting`].
+pub const NUMBER_SETTINGS: &[NumberSetting] = &[
+    NumberSetting {
+        key: Key::IntervalUs,
+        min: 0,
+        max: MAX_SWITCH_INTERVAL_US,
+        micros: true,
+        needs: None,
+        get: |s| Some(s.switch_interval_us),
+        set: |s, v| s.switch_interval_us = v,
+    },
+    NumberSetting {
+        key: Key::LazyUs,
+        min: 1,
+        max: MAX_SWITCH_INTERVAL_US,
+        micros: true,
+        needs: Some(Needs {
+            what: "a policy with lazy release (lazy, priority-lazy, priority-lazy-monitor)",
+            holds: |s| s.lazy_release_us.is_some(),
+        }),
+        get: |s| s.lazy_release_us,
+        set: |s, v| s.lazy_release_us = Some(v),
+    },
+    NumberSetting {
+        key: Key::SpinUs,
+        min: 0,
+        max: MAX_SPIN_US,
+        micros: true,
+        needs: None,
+        get: |s| Some(s.spin_us),
+        set: |s, v| s.spin_us = v,
+    },
+    NumberSetting {
+        key: Key::Laps,
+        min: 0,
+        max: MAX_LAPS as u64,
+        micros: false,
+        needs: Some(Needs {
+            what: "a policy that bounds overtaking (a priority or monitor preset; classic keeps CPython's rule)",
+            holds: |s| s.policy != Policy::Classic || s.monitor,
+        }),
+        get: |s| Some(u64::from(s.laps)),
+        set: |s, v| s.laps = u32::try_from(v).unwrap_or(u32::MAX),
+    },
+];
+
+impl NumberSetting {
+    /// The value in `settings`; `None` while it is not in effect (the
+    /// lazy-release threshold of a lock without lazy release).
+    pub fn get(&self, settings: &Settings) -> Option<u64> {
+        (self.get)(settings)
+    }
+
+    /// Sets the value in `settings`, unchecked: [`Settings::check`] and
+    /// `Gil::new` check it.
+    pub fn set(&self, settings: &mut Settings, value: u64) {
+        (self.set)(settings, value);
+    }
+
+    /// Whether a text may give this key on top of `settings`' preset (see
+    /// [`NumberSetting::needs`]).
+    pub fn taken_by(&self, settings: &Settings) -> bool {
+        self.needs.is_none_or(|n| (n.holds)(settings))
+    }
+
+    /// `value` if it is at most [`max`](Self::max), else the error naming
+    /// the setting.
+    pub(crate) fn check(&self, value: u64) -> Result<u64, GilError> {
+        if value <= self.max {
+            Ok(value)
+        } else {
+            Err(GilError::InvalidSetting { key: self.key, value })
+        }
     }
 }
 
@@ -197,7 +350,35 @@ pub struct Settings {
     pub laps: u32,
 }
 
+impl Default for Settings {
+    /// [`GilConfig::new`]'s: CPython's GIL with its 5 ms switch interval.
+    fn default() -> Settings {
+        Settings {
+            switch_interval_us: DEFAULT_SWITCH_INTERVAL_US,
+            policy: Policy::Classic,
+            lazy_release_us: None,
+            monitor: false,
+            spin_us: 0,
+            laps: 0,
+        }
+    }
+}
+
 impl Settings {
+    /// Whether a lock can be built with these settings: each number
+    /// setting within its range ([`NUMBER_SETTINGS`]).
+    ///
+    /// # Errors
+    /// [`GilError::InvalidSetting`] naming the first one out of its range.
+    pub fn check(&self) -> Result<(), GilError> {
+        for setting in NUMBER_SETTINGS {
+            if let Some(value) = setting.get(self) {
+                setting.check(value)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The name of the preset ([`PRESETS`]) these settings are, leaving
     /// the switch interval, the spin limit, the lazy-release threshold and
     /// the bound on laps aside (they can be set on top of any preset);
@@ -225,13 +406,8 @@ impl Settings {
 /// ```
 #[derive(Clone, Default)]
 pub struct GilConfig {
-    pub(crate) switch_interval_us: Option<u64>,
-    pub(crate) policy: Policy,
-    pub(crate) lazy_release_us: Option<u64>,
-    pub(crate) monitor: bool,
-    pub(crate) spin_us: u64,
-    pub(crate) laps: u32,
-    pub(crate) on_drop_request: Option<DropRequestCallback>,
+    settings: Settings,
+    on_drop_request: Option<DropRequestCallback>,
 }
 
 impl GilConfig {
@@ -281,27 +457,33 @@ impl GilConfig {
     /// What this configuration sets, defaults applied (the callback aside):
     /// how to learn a preset's values without building a lock.
     pub fn settings(&self) -> Settings {
-        Settings {
-            switch_interval_us: self.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US),
-            policy: self.policy,
-            lazy_release_us: self.lazy_release_us,
-            monitor: self.monitor,
-            spin_us: self.spin_us,
-            laps: self.laps,
+        self.settings
+    }
+
+    /// A configuration with these settings and no callback.
+    pub fn with_settings(settings: Settings) -> Self {
+        GilConfig {
+            settings,
+            on_drop_request: None,
         }
+    }
+
+    /// The callback and the settings, for `Gil::new`.
+    pub(crate) fn into_parts(self) -> (Settings, Option<DropRequestCallback>) {
+        (self.settings, self.on_drop_request)
     }
 
     /// How long a waiter waits before asking the holder to drop, in
     /// microseconds. 0 is accepted and behaves as 1 µs, as in CPython;
     /// above [`MAX_SWITCH_INTERVAL_US`] `Gil::new` fails.
     pub fn switch_interval_us(mut self, us: u64) -> Self {
-        self.switch_interval_us = Some(us);
+        self.settings.switch_interval_us = us;
         self
     }
 
     /// The scheduling policy.
     pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
+        self.settings.policy = policy;
         self
     }
 
@@ -312,7 +494,7 @@ impl GilConfig {
     /// takes the lock over only once the call has lasted `threshold_us`.
     /// `None` (the default): every release is real, as in CPython.
     pub fn lazy_release_us(mut self, threshold_us: Option<u64>) -> Self {
-        self.lazy_release_us = threshold_us;
+        self.settings.lazy_release_us = threshold_us;
         self
     }
 
@@ -328,7 +510,7 @@ impl GilConfig {
     /// sleeps without a timeout while no lock has a waiter. Default: off
     /// (every waiter times its own wait, as in CPython).
     pub fn monitor(mut self, on: bool) -> Self {
-        self.monitor = on;
+        self.settings.monitor = on;
         self
     }
 
@@ -360,7 +542,7 @@ impl GilConfig {
     /// [`Gil::spin_us_now`](crate::Gil::spin_us_now)) does not spin,
     /// whatever the limit. At most [`MAX_SPIN_US`]; `Gil::new` fails above.
     pub fn spin_us(mut self, us: u64) -> Self {
-        self.spin_us = us;
+        self.settings.spin_us = us;
         self
     }
 
@@ -389,7 +571,7 @@ impl GilConfig {
     /// requests/s (`docs/simulator.md`, table 3e; `docs/servers.md`), which
     /// is why it is not on by default.
     pub fn laps(mut self, laps: u32) -> Self {
-        self.laps = laps;
+        self.settings.laps = laps;
         self
     }
 
@@ -403,15 +585,7 @@ impl GilConfig {
 impl fmt::Debug for GilConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GilConfig")
-            .field(
-                "switch_interval_us",
-                &self.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US),
-            )
-            .field("policy", &self.policy)
-            .field("lazy_release_us", &self.lazy_release_us)
-            .field("monitor", &self.monitor)
-            .field("spin_us", &self.spin_us)
-            .field("laps", &self.laps)
+            .field("settings", &self.settings)
             .field("on_drop_request", &self.on_drop_request.is_some())
             .finish()
     }
@@ -439,6 +613,60 @@ mod tests {
                 tuned.settings(),
                 "{name}: a lock reads back its configuration"
             );
+        }
+    }
+
+    #[test]
+    fn every_key_but_the_observers_has_one_row_in_key_order() {
+        let keys: Vec<Key> = Key::ALL.into_iter().filter(|k| !k.is_observer()).collect();
+        let rows: Vec<Key> = NUMBER_SETTINGS.iter().map(|s| s.key).collect();
+        assert_eq!(rows, keys);
+        for key in Key::ALL {
+            assert_eq!(key.setting().is_some(), !key.is_observer(), "{key}");
+            assert_eq!(Key::from_name(key.name().as_bytes()), Some(key));
+        }
+    }
+
+    /// A preset that takes `setting`, with it in effect.
+    fn taking(setting: &NumberSetting) -> Settings {
+        let taken = PRESETS
+            .iter()
+            .map(|p| GilConfig::preset(p).unwrap().settings())
+            .find(|s| setting.taken_by(s) && setting.get(s).is_some());
+        taken.unwrap_or_else(|| panic!("no preset takes {}", setting.key))
+    }
+
+    #[test]
+    fn a_lock_takes_each_setting_up_to_its_max_and_refuses_one_more() {
+        for setting in NUMBER_SETTINGS {
+            let mut s = taking(setting);
+            setting.set(&mut s, setting.max);
+            let gil = crate::Gil::new(GilConfig::with_settings(s)).unwrap();
+            assert_eq!(setting.get(&gil.settings()), Some(setting.max), "{}", setting.key);
+            setting.set(&mut s, setting.max + 1);
+            assert_eq!(
+                crate::Gil::new(GilConfig::with_settings(s)).err(),
+                Some(GilError::InvalidSetting {
+                    key: setting.key,
+                    value: setting.max + 1
+                }),
+            );
+            let message = s.check().unwrap_err().to_string();
+            assert!(
+                message.starts_with(&format!("{}={}", setting.key, setting.max + 1)),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_setting_reads_back_what_was_set() {
+        for setting in NUMBER_SETTINGS {
+            let mut s = taking(setting);
+            for value in [setting.min, setting.max / 2, setting.max] {
+                setting.set(&mut s, value);
+                assert_eq!(setting.get(&s), Some(value), "{}", setting.key);
+            }
         }
     }
 

@@ -16,14 +16,15 @@ pub enum GilError {
     /// `acquire` or `try_acquire` by the token that already holds the lock.
     /// The lock is not re-entrant: the call would otherwise deadlock.
     AlreadyHeld,
-    /// A switch interval outside `0..=MAX_SWITCH_INTERVAL_US` microseconds.
-    InvalidSwitchInterval(u64),
-    /// A lazy-release threshold above `MAX_SWITCH_INTERVAL_US` microseconds.
-    InvalidLazyThreshold(u64),
-    /// A spin limit above `MAX_SPIN_US` microseconds.
-    InvalidSpin(u64),
-    /// A bound on laps above `MAX_LAPS`.
-    InvalidLaps(u32),
+    /// A number setting above its range
+    /// ([`NumberSetting::max`](crate::NumberSetting::max)): a lock cannot
+    /// be built with it.
+    InvalidSetting {
+        /// The setting's key.
+        key: crate::Key,
+        /// The value given.
+        value: u64,
+    },
     /// `close` of a lock that is held or awaited.
     Busy,
     /// `acquire_or_abort` gave up because its abort check said so.
@@ -48,16 +49,9 @@ pub enum GilError {
 
 impl GilError {
     /// Whether this is a setting out of its range, one a lock cannot be
-    /// built with (the C ABI's `GIL_ERR_INVALID_CONFIG`). A new setting's
-    /// error belongs here.
+    /// built with (the C ABI's `GIL_ERR_INVALID_CONFIG`).
     pub fn is_invalid_setting(&self) -> bool {
-        matches!(
-            self,
-            GilError::InvalidSwitchInterval(_)
-                | GilError::InvalidLazyThreshold(_)
-                | GilError::InvalidSpin(_)
-                | GilError::InvalidLaps(_)
-        )
+        matches!(self, GilError::InvalidSetting { .. })
     }
 
     /// One error of each kind, for bindings to check that they map every
@@ -68,10 +62,10 @@ impl GilError {
         let all = vec![
             GilError::NotHolder,
             GilError::AlreadyHeld,
-            GilError::InvalidSwitchInterval(0),
-            GilError::InvalidLazyThreshold(0),
-            GilError::InvalidSpin(0),
-            GilError::InvalidLaps(0),
+            GilError::InvalidSetting {
+                key: crate::Key::IntervalUs,
+                value: 0,
+            },
             GilError::Busy,
             GilError::Aborted,
             GilError::InvalidEventMask(0),
@@ -84,10 +78,7 @@ impl GilError {
             match e {
                 GilError::NotHolder
                 | GilError::AlreadyHeld
-                | GilError::InvalidSwitchInterval(_)
-                | GilError::InvalidLazyThreshold(_)
-                | GilError::InvalidSpin(_)
-                | GilError::InvalidLaps(_)
+                | GilError::InvalidSetting { .. }
                 | GilError::Busy
                 | GilError::Aborted
                 | GilError::InvalidEventMask(_)
@@ -106,23 +97,13 @@ impl fmt::Display for GilError {
         match self {
             GilError::NotHolder => f.write_str("the calling token does not hold the lock"),
             GilError::AlreadyHeld => f.write_str("the calling token already holds the lock (it is not re-entrant)"),
-            GilError::InvalidSwitchInterval(us) => write!(
-                f,
-                "switch interval of {us} µs is out of range (0..={} µs)",
-                crate::MAX_SWITCH_INTERVAL_US
-            ),
-            GilError::InvalidLazyThreshold(us) => write!(
-                f,
-                "lazy-release threshold of {us} µs is out of range (0..={} µs)",
-                crate::MAX_SWITCH_INTERVAL_US
-            ),
-            GilError::InvalidSpin(us) => write!(
-                f,
-                "spin limit of {us} µs is out of range (0..={} µs)",
-                crate::MAX_SPIN_US
-            ),
-            GilError::InvalidLaps(laps) => {
-                write!(f, "bound on laps of {laps} is out of range (0..={})", crate::MAX_LAPS)
+            GilError::InvalidSetting { key, value } => {
+                let unit = match key.setting() {
+                    Some(s) if s.micros => " µs",
+                    _ => "",
+                };
+                let max = key.setting().map_or(0, |s| s.max);
+                write!(f, "{key}={value}{unit} is out of range (at most {max}{unit})")
             }
             GilError::InvalidEventMask(0) => f.write_str("an event mask must name at least one kind of event"),
             GilError::InvalidEventMask(bits) => write!(

@@ -129,7 +129,7 @@
 //! | `close` while held or awaited                | [`GilError::Busy`], the lock handed back (a lazy reservation alone is ended, [`Gil::settle`]) |
 //! | a call on the lock from inside its own hook, drop-request callback or abort check | [`GilError::Reentrant`] (no deadlock) |
 //! | acquire after the token's final release      | allowed: treated as a new thread (hosts reuse thread-state addresses) |
-//! | switch interval above [`MAX_SWITCH_INTERVAL_US`] | [`GilError::InvalidSwitchInterval`] |
+//! | a setting above its range ([`NUMBER_SETTINGS`]) | [`GilError::InvalidSetting`] |
 //!
 //! # Model checking
 //!
@@ -141,6 +141,7 @@ pub mod cancel;
 mod class;
 mod config;
 mod error;
+mod escape;
 pub mod events;
 mod gil;
 pub mod host;

@@ -13,10 +13,10 @@
 //!
 //! | key           | value                                                  |
 //! |---------------|--------------------------------------------------------|
-//! | `interval_us` | the switch interval, 0 to [`MAX_SWITCH_INTERVAL_US`] µs (0 behaves as 1) |
+//! | `interval_us` | the switch interval, 0 to [`MAX_SWITCH_INTERVAL_US`](crate::MAX_SWITCH_INTERVAL_US) µs (0 behaves as 1) |
 //! | `lazy_us`     | the lazy-release threshold, 1 µs to one hour; lazy presets only |
-//! | `spin_us`     | the spin limit, 0 to [`MAX_SPIN_US`] µs                |
-//! | `laps`        | the bound on laps, 0 to [`MAX_LAPS`]; priority or monitor presets only (not `classic`, `lazy`) |
+//! | `spin_us`     | the spin limit, 0 to [`MAX_SPIN_US`](crate::MAX_SPIN_US) µs                |
+//! | `laps`        | the bound on laps, 0 to [`MAX_LAPS`](crate::MAX_LAPS); priority or monitor presets only (not `classic`, `lazy`) |
 //! | `stats`       | `1`: per-thread accounting from the start, `0`: off    |
 //! | `trace`       | a trace file: `NAME.json` (Chrome trace events) or `NAME.svg`, `%p` for the process id, `%%` for `%` |
 //! | `trace_ring`  | keep only the last 1 to 2^32 events (needs `trace`)   |
@@ -48,8 +48,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::host::host_tuned_keys;
-use crate::{GilConfig, Host, Policy, Settings, MAX_LAPS, MAX_SPIN_US, MAX_SWITCH_INTERVAL_US, PRESETS};
+use crate::escape::shown;
+pub use crate::Key;
+use crate::{GilConfig, Host, Settings, NUMBER_SETTINGS, PRESETS};
 
 /// The longest `trace` file name accepted, in bytes: room for `%p` to grow
 /// into a process id within the C ABI's `GIL_TRACE_PATH_MAX` (1024).
@@ -57,74 +58,6 @@ pub const MAX_TRACE_PATH: usize = 991;
 
 /// The most events `trace_ring` may keep: 2^32.
 pub const MAX_TRACE_RING: u64 = 1 << 32;
-
-/// One option key of the grammar.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Key {
-    /// `interval_us`: the switch interval.
-    IntervalUs,
-    /// `lazy_us`: the lazy-release threshold.
-    LazyUs,
-    /// `spin_us`: the spin limit.
-    SpinUs,
-    /// `laps`: the bound on laps.
-    Laps,
-    /// `stats`: per-thread accounting from the start.
-    Stats,
-    /// `trace`: a trace file.
-    Trace,
-    /// `trace_ring`: a ring trace's size.
-    TraceRing,
-}
-
-impl Key {
-    /// Every key, in the order [`Options`] writes them.
-    pub const ALL: [Key; 7] = [
-        Key::IntervalUs,
-        Key::LazyUs,
-        Key::SpinUs,
-        Key::Laps,
-        Key::Stats,
-        Key::Trace,
-        Key::TraceRing,
-    ];
-
-    /// The key as written in the text.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Key::IntervalUs => "interval_us",
-            Key::LazyUs => "lazy_us",
-            Key::SpinUs => "spin_us",
-            Key::Laps => "laps",
-            Key::Stats => "stats",
-            Key::Trace => "trace",
-            Key::TraceRing => "trace_ring",
-        }
-    }
-
-    /// Whether the key asks for an observer (accounting or a trace) rather
-    /// than setting the lock.
-    pub const fn is_observer(self) -> bool {
-        matches!(self, Key::Stats | Key::Trace | Key::TraceRing)
-    }
-
-    /// This key's bit in [`Options::given_mask`] (and the C ABI's
-    /// `GIL_OPTION_*`): `1 << ` its place in [`Key::ALL`].
-    pub const fn bit(self) -> u32 {
-        1 << self as u32
-    }
-
-    fn from_name(name: &[u8]) -> Option<Key> {
-        Key::ALL.into_iter().find(|k| k.name().as_bytes() == name)
-    }
-}
-
-impl fmt::Display for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// The text parsed: a preset, what the options set on top of it, and the
 /// observers asked for. Built by [`Options::parse`] (or `str::parse`), or
@@ -205,17 +138,11 @@ impl Options {
         let tuned = host_tuned_keys(preset);
         let spelled = |key: Key, differs: bool| differs || tuned & key.bit() != 0;
         let mut text = preset.to_owned();
-        if spelled(Key::IntervalUs, settings.switch_interval_us != base.switch_interval_us) {
-            text += &format!(",interval_us={}", settings.switch_interval_us);
-        }
-        if spelled(Key::LazyUs, settings.lazy_release_us != base.lazy_release_us) {
-            text += &format!(",lazy_us={}", settings.lazy_release_us?);
-        }
-        if spelled(Key::SpinUs, settings.spin_us != base.spin_us) {
-            text += &format!(",spin_us={}", settings.spin_us);
-        }
-        if spelled(Key::Laps, settings.laps != base.laps) {
-            text += &format!(",laps={}", settings.laps);
+        for setting in NUMBER_SETTINGS {
+            let value = setting.get(&settings);
+            if spelled(setting.key, value != setting.get(&base)) {
+                text += &format!(",{}={}", setting.key, value?);
+            }
         }
         Options::parse(text.as_bytes()).ok().filter(|o| o.settings == settings)
     }
@@ -233,16 +160,7 @@ impl Options {
     /// A configuration to build the lock from (no callback: the host adds
     /// its own).
     pub fn config(&self) -> GilConfig {
-        let s = self.settings;
-        let mut c = GilConfig::preset(self.preset)
-            .expect("a parsed preset is a preset")
-            .switch_interval_us(s.switch_interval_us)
-            .lazy_release_us(s.lazy_release_us)
-            .spin_us(s.spin_us);
-        if s.laps != 0 {
-            c = c.laps(s.laps);
-        }
-        c
+        GilConfig::with_settings(self.settings)
     }
 
     /// `stats=1`: per-thread accounting from the start.
@@ -287,14 +205,13 @@ impl fmt::Display for Options {
         let s = &self.settings;
         for key in Key::ALL.into_iter().filter(|k| self.given(*k)) {
             write!(f, ",{key}=")?;
-            match key {
-                Key::IntervalUs => write!(f, "{}", s.switch_interval_us)?,
-                Key::LazyUs => write!(f, "{}", s.lazy_release_us.unwrap_or_default())?,
-                Key::SpinUs => write!(f, "{}", s.spin_us)?,
-                Key::Laps => write!(f, "{}", s.laps)?,
-                Key::Stats => write!(f, "{}", u8::from(self.stats))?,
-                Key::Trace => f.write_str(self.trace.as_deref().unwrap_or_default())?,
-                Key::TraceRing => write!(f, "{}", self.trace_ring.unwrap_or_default())?,
+            match (key.setting(), key) {
+                (Some(setting), _) => write!(f, "{}", setting.get(s).unwrap_or_default())?,
+                (None, Key::Stats) => write!(f, "{}", u8::from(self.stats))?,
+                (None, Key::Trace) => f.write_str(self.trace.as_deref().unwrap_or_default())?,
+                (None, Key::TraceRing) => write!(f, "{}", self.trace_ring.unwrap_or_default())?,
+                // Every key is a number setting or one of the observers above.
+                (None, _) => {}
             }
         }
         Ok(())
@@ -347,10 +264,10 @@ pub enum OptionsErrorKind {
     UnknownKey(String),
     /// A key given twice.
     Twice(Key),
-    /// `lazy_us` on a preset without lazy release.
-    LazyUsWithoutLazyRelease,
-    /// `laps` on `classic`, which keeps CPython's rule.
-    LapsOnClassic,
+    /// A number setting's key on a preset that does not take it
+    /// ([`NumberSetting::needs`](crate::NumberSetting::needs)): `lazy_us`
+    /// without lazy release, `laps` on `classic`.
+    NotTaken(Key),
     /// A value out of its key's range, or not a number.
     BadValue {
         /// The key.
@@ -390,7 +307,21 @@ fn known_presets() -> String {
     PRESETS.join(", ")
 }
 
-const KEYS: &str = "keys: interval_us, lazy_us, spin_us, laps, stats, trace, trace_ring";
+/// "keys: interval_us, ...", every key for messages, from [`Key::ALL`].
+struct Keys;
+
+impl fmt::Display for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("keys:")?;
+        for (i, key) in Key::ALL.iter().enumerate() {
+            f.write_str(if i == 0 { " " } else { ", " })?;
+            f.write_str(key.name())?;
+        }
+        Ok(())
+    }
+}
+
+const KEYS: Keys = Keys;
 
 impl fmt::Display for OptionsErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -405,32 +336,24 @@ impl fmt::Display for OptionsErrorKind {
             E::NoKey(o) => write!(f, "'{o}' has no key ({KEYS})"),
             E::UnknownKey(k) => write!(f, "unknown option '{k}' ({KEYS})"),
             E::Twice(k) => write!(f, "{k} is given twice"),
-            E::LazyUsWithoutLazyRelease => f.write_str(
-                "lazy_us needs a policy with lazy release (lazy, priority-lazy, priority-lazy-monitor)",
-            ),
-            E::LapsOnClassic => f.write_str(
-                "laps needs a policy that bounds overtaking (a priority or monitor preset; classic keeps CPython's rule)",
-            ),
-            E::BadValue { key, value } => match key {
-                Key::IntervalUs => write!(
+            E::NotTaken(key) => match key.setting().and_then(|s| s.needs) {
+                Some(needs) => write!(f, "{key} needs {}", needs.what),
+                None => write!(f, "{key} is not taken by this preset"),
+            },
+            E::BadValue { key, value } => match (key.setting(), key) {
+                (Some(s), _) => write!(
                     f,
-                    "interval_us must be a number of microseconds from 0 to {MAX_SWITCH_INTERVAL_US}, not '{value}'"
+                    "{key} must be a number{} from {} to {}, not '{value}'",
+                    if s.micros { " of microseconds" } else { "" },
+                    s.min,
+                    s.max
                 ),
-                Key::LazyUs => write!(
-                    f,
-                    "lazy_us must be a number of microseconds from 1 to {MAX_SWITCH_INTERVAL_US}, not '{value}'"
-                ),
-                Key::SpinUs => write!(
-                    f,
-                    "spin_us must be a number of microseconds from 0 to {MAX_SPIN_US}, not '{value}'"
-                ),
-                Key::Laps => write!(f, "laps must be a number from 0 to {MAX_LAPS}, not '{value}'"),
-                Key::Stats => write!(f, "stats must be 0 or 1, not '{value}'"),
-                Key::TraceRing => write!(
+                (None, Key::Stats) => write!(f, "stats must be 0 or 1, not '{value}'"),
+                (None, Key::TraceRing) => write!(
                     f,
                     "trace_ring must be a number of events from 1 to {MAX_TRACE_RING}, not '{value}'"
                 ),
-                Key::Trace => write!(f, "trace file '{value}' is not a file name"),
+                (None, _) => write!(f, "trace file '{value}' is not a file name"),
             },
             E::BadTracePath { path, problem } => match problem {
                 TracePathProblem::Length => write!(
@@ -453,29 +376,6 @@ impl fmt::Display for OptionsErrorKind {
             E::ObserverNotTaken(k) => write!(f, "{k} asks for an observer, and this host starts none"),
         }
     }
-}
-
-/// `text` for a message: printable ASCII as is, `\\` and `\'` escaped,
-/// `\t` `\n` `\r`, every other byte as `\xNN`; cut with `...` so that it
-/// stays under `size` bytes.
-pub(crate) fn shown(text: &[u8], size: usize) -> String {
-    let mut out = String::new();
-    for &c in text {
-        let piece = match c {
-            b'\\' | b'\'' => format!("\\{}", c as char),
-            b'\t' => "\\t".to_owned(),
-            b'\n' => "\\n".to_owned(),
-            b'\r' => "\\r".to_owned(),
-            0x20..=0x7e => (c as char).to_string(),
-            _ => format!("\\x{c:02x}"),
-        };
-        if out.len() + piece.len() + 4 > size {
-            out.push_str("...");
-            break;
-        }
-        out.push_str(&piece);
-    }
-    out
 }
 
 /// A whole unsigned decimal number (digits only) no larger than `max`.
@@ -565,6 +465,18 @@ pub fn expand_trace_path(template: &str, pid: u32) -> Option<String> {
     Some(out)
 }
 
+/// The keys some host's default sets for `preset` ([`Key::bit`]s): the
+/// values a text must spell out to mean the same lock on every host.
+fn host_tuned_keys(preset: &str) -> u32 {
+    let tuned = Host::ALL.iter().filter_map(|host| host.preset_options(preset));
+    tuned
+        .map(|text| {
+            let defaults = parse(text.as_bytes(), Host::Generic, false);
+            defaults.expect("a host's default parses").given_mask()
+        })
+        .fold(0, |mask, keys| mask | keys)
+}
+
 /// What `preset` is on `host`: the library's preset, or the host's
 /// default for it (an options text of the library's grammar).
 fn preset_settings(host: Host, preset: &'static str) -> Settings {
@@ -592,7 +504,8 @@ fn parse(text: &[u8], host: Host, observers: bool) -> Result<Options, OptionsErr
         .copied()
         .find(|p| p.as_bytes() == preset_text)
         .ok_or_else(|| E::UnknownPreset(shown(preset_text, 128)))?;
-    let mut config = preset_settings(host, preset);
+    let preset_config = preset_settings(host, preset);
+    let mut config = preset_config;
     let mut o = Options {
         preset,
         settings: config,
@@ -627,23 +540,16 @@ fn parse(text: &[u8], host: Host, observers: bool) -> Result<Options, OptionsErr
             key,
             value: shown(value, 128),
         };
+        if let Some(setting) = key.setting() {
+            // Checked on the preset's settings, not on what came before.
+            if !setting.taken_by(&preset_config) {
+                return Err(E::NotTaken(key));
+            }
+            let n = number(value, setting.max).filter(|n| *n >= setting.min);
+            setting.set(&mut config, n.ok_or_else(bad)?);
+            continue;
+        }
         match key {
-            Key::IntervalUs => config.switch_interval_us = number(value, MAX_SWITCH_INTERVAL_US).ok_or_else(bad)?,
-            Key::LazyUs => {
-                if config.lazy_release_us.is_none() {
-                    return Err(E::LazyUsWithoutLazyRelease);
-                }
-                let us = number(value, MAX_SWITCH_INTERVAL_US).filter(|us| *us > 0);
-                config.lazy_release_us = Some(us.ok_or_else(bad)?);
-            }
-            Key::SpinUs => config.spin_us = number(value, MAX_SPIN_US).ok_or_else(bad)?,
-            Key::Laps => {
-                if config.policy == Policy::Classic && !config.monitor {
-                    return Err(E::LapsOnClassic);
-                }
-                let laps = number(value, u64::from(MAX_LAPS)).ok_or_else(bad)?;
-                config.laps = u32::try_from(laps).expect("at most MAX_LAPS");
-            }
             Key::Stats => {
                 o.stats = match value {
                     b"0" => false,
@@ -660,6 +566,8 @@ fn parse(text: &[u8], host: Host, observers: bool) -> Result<Options, OptionsErr
             Key::TraceRing => {
                 o.trace_ring = Some(number(value, MAX_TRACE_RING).filter(|n| *n > 0).ok_or_else(bad)?);
             }
+            // Every other key sets a number (a test checks it).
+            _ => return Err(E::UnknownKey(key.to_string())),
         }
     }
     if o.trace_ring.is_some() && o.trace.is_none() {
@@ -716,7 +624,12 @@ mod tests {
         assert!(err("priority,,laps=1").starts_with("an empty option ',,'"));
         assert!(err("priority,laps").starts_with("'laps' is not KEY=VALUE"));
         assert!(err("priority,=3").starts_with("'=3' has no key"));
-        assert!(err("priority,lap=3").starts_with("unknown option 'lap'"));
+        let unknown = err("priority,lap=3");
+        assert!(
+            unknown.starts_with("unknown option 'lap' (keys: interval_us, "),
+            "{unknown}"
+        );
+        assert!(Key::ALL.iter().all(|k| unknown.contains(k.name())), "{unknown}");
         assert_eq!(err("priority,laps=1,laps=2"), "laps is given twice");
         assert!(err("priority,lazy_us=5").starts_with("lazy_us needs a policy with lazy release"));
         assert!(err("classic,laps=2").starts_with("laps needs a policy that bounds overtaking"));
@@ -735,6 +648,50 @@ mod tests {
         let e = Options::parse_without_observers(b"priority,laps=1,stats=1").unwrap_err();
         assert_eq!(e.kind(), &OptionsErrorKind::ObserverNotTaken(Key::Stats));
         assert!(Options::parse_without_observers(b"priority,laps=1").is_ok());
+    }
+
+    #[test]
+    fn each_number_key_takes_its_range_on_the_presets_that_take_it() {
+        for setting in NUMBER_SETTINGS {
+            let key = setting.key;
+            for preset in PRESETS {
+                let base = GilConfig::preset(preset).unwrap().settings();
+                for value in [setting.min, setting.max] {
+                    let text = format!("{preset},{key}={value}");
+                    match text.parse::<Options>() {
+                        Ok(o) => {
+                            assert!(setting.taken_by(&base), "{text} is taken");
+                            assert_eq!(setting.get(&o.settings()), Some(value), "{text}");
+                            assert!(o.given(key));
+                            assert_eq!(o.to_string(), text);
+                            let again = Options::from_settings(o.settings()).unwrap();
+                            assert_eq!(again.settings(), o.settings(), "{text} prints as {again}");
+                        }
+                        Err(e) => {
+                            assert!(!setting.taken_by(&base), "{text}: {e}");
+                            assert_eq!(e.kind(), &OptionsErrorKind::NotTaken(key));
+                        }
+                    }
+                }
+                if !setting.taken_by(&base) {
+                    continue;
+                }
+                let over = setting.max + 1;
+                let e = format!("{preset},{key}={over}").parse::<Options>().unwrap_err();
+                let expected = OptionsErrorKind::BadValue {
+                    key,
+                    value: over.to_string(),
+                };
+                assert_eq!(e.kind(), &expected);
+                assert!(e
+                    .to_string()
+                    .contains(&format!("from {} to {}", setting.min, setting.max)));
+                if setting.min > 0 {
+                    let under = format!("{preset},{key}={}", setting.min - 1);
+                    assert!(under.parse::<Options>().is_err(), "{under}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -829,6 +786,45 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn every_hosts_default_parses_as_its_own_preset_and_reads_back() {
+        for &host in Host::ALL {
+            assert!(Options::parse_for(host, host.default_options().as_bytes()).is_ok());
+            for preset in PRESETS {
+                let text = host.preset_options(preset).unwrap();
+                let o = Options::parse_without_observers(text.as_bytes()).unwrap();
+                assert_eq!(o.preset(), *preset, "{host}: {text}");
+                assert_eq!(o.to_string(), text, "{host}: written as it reads");
+            }
+        }
+    }
+
+    #[test]
+    fn each_host_gives_its_presets_the_documented_values() {
+        let s = |host: Host, preset: &str| {
+            Options::parse_for(host, preset.as_bytes())
+                .unwrap_or_else(|e| panic!("{host} {preset}: {e}"))
+                .settings()
+        };
+        for &preset in PRESETS {
+            let library = GilConfig::preset(preset).unwrap().settings();
+            let priority = library.policy == crate::Policy::Priority;
+            assert_eq!(s(Host::Generic, preset), library, "{preset}");
+            assert_eq!(s(Host::MicroPython, preset), library, "{preset}");
+            let spin = |us| Settings {
+                spin_us: if priority { us } else { 0 },
+                ..library
+            };
+            assert_eq!(s(Host::CPython, preset), spin(50), "{preset}");
+            let classic_interval = |us| Settings {
+                switch_interval_us: if preset == "classic" { us } else { 5_000 },
+                ..spin(200)
+            };
+            assert_eq!(s(Host::OCaml, preset), classic_interval(50_000), "{preset}");
+            assert_eq!(s(Host::Ruby, preset), classic_interval(100_000), "{preset}");
         }
     }
 

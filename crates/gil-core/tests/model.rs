@@ -7,7 +7,7 @@
 //! says the lock is free or held by the caller (otherwise it is skipped).
 #![cfg(not(gil_loom))]
 
-use gil_core::{Gil, GilConfig, GilError, ReleaseReason, MAX_SWITCH_INTERVAL_US};
+use gil_core::{Gil, GilConfig, GilError, Key, ReleaseReason, MAX_SWITCH_INTERVAL_US};
 use proptest::prelude::*;
 
 mod common;
@@ -184,7 +184,13 @@ fn run_config(config: GilConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     prop_assert_eq!(gil.set_switch_interval_us(us), Ok(()));
                     m.interval = us;
                 } else {
-                    prop_assert_eq!(gil.set_switch_interval_us(us), Err(GilError::InvalidSwitchInterval(us)));
+                    prop_assert_eq!(
+                        gil.set_switch_interval_us(us),
+                        Err(GilError::InvalidSetting {
+                            key: Key::IntervalUs,
+                            value: us
+                        })
+                    );
                 }
             }
             Op::Settle => {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gil_core::{Gil, GilConfig, GilError, Policy, ReleaseReason, PRESETS};
+use gil_core::{Gil, GilConfig, GilError, Key, Policy, ReleaseReason, PRESETS};
 
 mod common;
 use common::{count_under_lock, tok};
@@ -113,17 +113,26 @@ fn presets_are_what_they_say() {
     assert_eq!(Gil::new(GilConfig::new().spin_us(50)).unwrap().spin_us(), 50);
     assert_eq!(
         Gil::new(GilConfig::new().spin_us(gil_core::MAX_SPIN_US + 1)).err(),
-        Some(GilError::InvalidSpin(gil_core::MAX_SPIN_US + 1))
+        Some(GilError::InvalidSetting {
+            key: Key::SpinUs,
+            value: gil_core::MAX_SPIN_US + 1
+        })
     );
     assert_eq!(
         Gil::new(GilConfig::new().lazy_release_us(Some(u64::MAX))).err(),
-        Some(GilError::InvalidLazyThreshold(u64::MAX))
+        Some(GilError::InvalidSetting {
+            key: Key::LazyUs,
+            value: u64::MAX
+        })
     );
     assert_eq!(Gil::new(GilConfig::new().laps(3)).unwrap().laps(), 3);
     assert_eq!(Gil::new(GilConfig::new()).unwrap().laps(), 0, "no bound by default");
     assert_eq!(
         Gil::new(GilConfig::new().laps(gil_core::MAX_LAPS + 1)).err(),
-        Some(GilError::InvalidLaps(gil_core::MAX_LAPS + 1))
+        Some(GilError::InvalidSetting {
+            key: Key::Laps,
+            value: u64::from(gil_core::MAX_LAPS) + 1
+        })
     );
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gil_core::{Gil, GilConfig, GilError, ReleaseReason, Token};
+use gil_core::{Gil, GilConfig, GilError, Key, ReleaseReason, Token};
 
 mod common;
 use common::{count_under_lock, tok};
@@ -247,13 +247,19 @@ fn misuse_is_an_error_and_changes_nothing() {
 fn switch_interval_bounds() {
     assert_eq!(
         Gil::new(GilConfig::new().switch_interval_us(gil_core::MAX_SWITCH_INTERVAL_US + 1)).err(),
-        Some(GilError::InvalidSwitchInterval(gil_core::MAX_SWITCH_INTERVAL_US + 1))
+        Some(GilError::InvalidSetting {
+            key: Key::IntervalUs,
+            value: gil_core::MAX_SWITCH_INTERVAL_US + 1
+        })
     );
     let gil = Gil::new(GilConfig::new()).unwrap();
     assert_eq!(gil.switch_interval_us(), gil_core::DEFAULT_SWITCH_INTERVAL_US);
     assert_eq!(
         gil.set_switch_interval_us(u64::MAX),
-        Err(GilError::InvalidSwitchInterval(u64::MAX))
+        Err(GilError::InvalidSetting {
+            key: Key::IntervalUs,
+            value: u64::MAX
+        })
     );
     assert_eq!(gil.switch_interval_us(), gil_core::DEFAULT_SWITCH_INTERVAL_US);
     gil.set_switch_interval_us(0).unwrap();

@@ -3,7 +3,10 @@
 //! read back. A setting's mapping between C and gil-core lives here, in
 //! both directions.
 
-use gil_core::{Host, Options, Settings};
+use std::ffi::CString;
+use std::sync::OnceLock;
+
+use gil_core::{Host, NumberSetting, Options, Settings, NUMBER_SETTINGS};
 
 use super::*;
 
@@ -226,6 +229,46 @@ pub extern "C" fn gil_host_name(index: usize) -> *const c_char {
 /// (naming it) if there is none.
 pub(crate) fn host_from_name(name: &CStr) -> Result<Host, (gil_result_t, String)> {
     Host::from_name(name.to_bytes()).map_err(|e| (GIL_ERR_UNKNOWN_HOST, e.to_string()))
+}
+
+/// The key of number setting number `index` (0, 1, ...), as the options
+/// text names it, a static string; NULL past the last one. The settings:
+/// "interval_us", "lazy_us", "spin_us", "laps", and any a later version
+/// adds; `gil_get_setting` reads a lock's value of each, so a host can
+/// list every setting without knowing them (CPython's
+/// `_rustgil.settings()` does). Any thread.
+#[no_mangle]
+pub extern "C" fn gil_setting_key(index: usize) -> *const c_char {
+    guard(ptr::null(), || {
+        setting_keys().get(index).map_or(ptr::null(), |k| k.as_ptr())
+    })
+}
+
+/// The number settings' keys, NUL-terminated, in the library's order.
+fn setting_keys() -> &'static [CString] {
+    static KEYS: OnceLock<Vec<CString>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let keys = NUMBER_SETTINGS.iter().map(|s| CString::new(s.key.name()));
+        keys.collect::<Result<_, _>>().expect("a key has no NUL")
+    })
+}
+
+/// The number setting `key` names (a NUL-terminated key, as
+/// `gil_setting_key` gives): `GIL_ERR_NULL_ARGUMENT` if NULL,
+/// `GIL_ERR_UNKNOWN_SETTING` if no setting has it.
+///
+/// # Safety
+/// `key` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn setting_named(key: *const c_char) -> Result<&'static NumberSetting, gil_result_t> {
+    if key.is_null() {
+        return Err(GIL_ERR_NULL_ARGUMENT);
+    }
+    // SAFETY: non-NULL and NUL-terminated by the contract.
+    let key = unsafe { CStr::from_ptr(key) };
+    let setting = NUMBER_SETTINGS
+        .iter()
+        .find(|s| s.key.name().as_bytes() == key.to_bytes());
+    setting.ok_or(GIL_ERR_UNKNOWN_SETTING)
 }
 
 /// Reads a caller's config of any known size; missing fields take defaults.

@@ -191,6 +191,28 @@ pub unsafe extern "C" fn gil_get_settings(gil: *const gil_t, settings_out: *mut 
     })
 }
 
+/// `*value_out` = the lock's value of the number setting `key` (as
+/// `gil_setting_key` names it: "spin_us", ...), as it is now; 0 while it
+/// is not in effect ("lazy_us" without lazy release), as in
+/// `gil_settings_t`. `GIL_ERR_UNKNOWN_SETTING` if no setting has that key.
+/// Any thread; does not block.
+///
+/// # Safety
+/// `gil` is NULL or a live lock; `key` is NULL or a NUL-terminated string;
+/// `value_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gil_get_setting(gil: *const gil_t, key: *const c_char, value_out: *mut u64) -> gil_result_t {
+    guard_result(|| {
+        // SAFETY: forwarded from this function's contract.
+        let gil = unsafe { lock_ref(gil) }?;
+        // SAFETY: forwarded from this function's contract.
+        let setting = unsafe { setting_named(key) }?;
+        let value = setting.get(&gil.settings()).unwrap_or(0);
+        // SAFETY: forwarded from this function's contract.
+        unsafe { write_out(value_out, value) }
+    })
+}
+
 /// `*us_out` = the lock's lazy-release threshold in microseconds, 0 if lazy
 /// release is off. Any thread.
 ///
@@ -412,6 +434,63 @@ mod tests {
             assert_eq!(parsed.settings(), core, "{text}");
             free(lock);
         }
+    }
+
+    /// The keys `gil_setting_key` lists.
+    fn listed_keys() -> Vec<String> {
+        let mut keys = Vec::new();
+        // SAFETY: gil_setting_key returns NULL or a static C string.
+        while let Some(key) = unsafe { gil_setting_key(keys.len()).as_ref() } {
+            // SAFETY: non-NULL static C string.
+            keys.push(unsafe { CStr::from_ptr(key) }.to_str().unwrap().to_owned());
+        }
+        keys
+    }
+
+    #[test]
+    fn every_setting_is_listed_and_reads_as_the_text_set_it() {
+        let keys = listed_keys();
+        let expected: Vec<&str> = gil_core::NUMBER_SETTINGS.iter().map(|s| s.key.name()).collect();
+        assert_eq!(keys, expected);
+        for key in &keys {
+            let setting = gil_core::Key::ALL
+                .into_iter()
+                .find(|k| k.name() == key)
+                .unwrap()
+                .setting()
+                .unwrap();
+            let value = setting.min.max(setting.max / 3);
+            // The first preset that takes the key.
+            let preset = gil_core::PRESETS
+                .iter()
+                .find(|p| setting.taken_by(&gil_core::GilConfig::preset(p).unwrap().settings()))
+                .unwrap();
+            let lock = lock_on("generic", Some(&format!("{preset},{key}={value}")));
+            let c_key = CString::new(key.as_str()).unwrap();
+            let mut got = u64::MAX;
+            // SAFETY: a live lock, a C string, a writable output.
+            assert_eq!(unsafe { gil_get_setting(lock, c_key.as_ptr(), &mut got) }, GIL_OK);
+            assert_eq!(got, value, "{preset},{key}={value}");
+            free(lock);
+        }
+        // A setting not in effect reads as 0, as in the record.
+        let lock = lock_on("generic", Some("priority"));
+        let mut got = u64::MAX;
+        // SAFETY: as above.
+        assert_eq!(unsafe { gil_get_setting(lock, c"lazy_us".as_ptr(), &mut got) }, GIL_OK);
+        assert_eq!(got, 0);
+        // An unknown key or a NULL is an error, and nothing is written.
+        got = 7;
+        for (key, code) in [
+            (c"laps ".as_ptr(), GIL_ERR_UNKNOWN_SETTING),
+            (c"stats".as_ptr(), GIL_ERR_UNKNOWN_SETTING),
+            (ptr::null(), GIL_ERR_NULL_ARGUMENT),
+        ] {
+            // SAFETY: a live lock, NULL or a C string, a writable output.
+            assert_eq!(unsafe { gil_get_setting(lock, key, &mut got) }, code);
+            assert_eq!(got, 7);
+        }
+        free(lock);
     }
 
     #[test]

@@ -70,12 +70,14 @@ pub enum gil_result_t {
     /// `gil_config_parse_host` does not know the host's name (see
     /// `gil_host_name`).
     GIL_ERR_UNKNOWN_HOST = 20,
+    /// `gil_get_setting` does not know the key (see `gil_setting_key`).
+    GIL_ERR_UNKNOWN_SETTING = 21,
 }
 pub use gil_result_t::*;
 
 impl gil_result_t {
     /// Every code, for turning a number back into one.
-    pub(crate) const ALL: [gil_result_t; 21] = [
+    pub(crate) const ALL: [gil_result_t; 22] = [
         GIL_OK,
         GIL_ERR_NULL_ARGUMENT,
         GIL_ERR_NOT_HOLDER,
@@ -97,6 +99,7 @@ impl gil_result_t {
         GIL_ERR_UNSUPPORTED,
         GIL_ERR_STRUCT_SIZE,
         GIL_ERR_UNKNOWN_HOST,
+        GIL_ERR_UNKNOWN_SETTING,
     ];
 
     /// The code numbered `n`, if there is one.
@@ -111,7 +114,7 @@ impl gil_result_t {
             GIL_ERR_NULL_ARGUMENT => c"a required pointer argument was NULL",
             GIL_ERR_NOT_HOLDER => c"the calling token does not hold the lock",
             GIL_ERR_ALREADY_HELD => c"the calling token already holds the lock (it is not re-entrant)",
-            GIL_ERR_INVALID_CONFIG => c"invalid configuration (struct_size, policy, a duration or the bound on laps)",
+            GIL_ERR_INVALID_CONFIG => c"invalid configuration (struct_size, policy, or a setting out of its range)",
             GIL_ERR_BUSY => c"the lock is held or awaited",
             GIL_ERR_PANIC => c"internal error (a Rust panic was caught)",
             GIL_ERR_ABORTED => c"the wait for the lock was aborted by the caller's callback",
@@ -128,6 +131,7 @@ impl gil_result_t {
             GIL_ERR_UNSUPPORTED => c"not available on this platform",
             GIL_ERR_STRUCT_SIZE => c"struct_size is not a size of the struct this library can fill",
             GIL_ERR_UNKNOWN_HOST => c"unknown host name",
+            GIL_ERR_UNKNOWN_SETTING => c"unknown setting key",
         }
     }
 }

@@ -94,10 +94,8 @@ impl Gil {
     /// Builds a free lock from `config`.
     ///
     /// # Errors
-    /// [`GilError::InvalidSwitchInterval`],
-    /// [`GilError::InvalidLazyThreshold`] or [`GilError::InvalidSpin`] if a
-    /// duration is out of range, [`GilError::InvalidLaps`] if the bound on
-    /// laps is.
+    /// [`GilError::InvalidSetting`] if a setting is out of its range
+    /// ([`Settings::check`](crate::Settings::check)).
     pub fn new(config: GilConfig) -> Result<Gil, GilError> {
         let tuning = Tuning::new(config)?;
         if tuning.spin_us() > 0 {
@@ -364,7 +362,7 @@ impl Gil {
     /// 0 is accepted and behaves as 1 µs, as in CPython.
     ///
     /// # Errors
-    /// [`GilError::InvalidSwitchInterval`] above
+    /// [`GilError::InvalidSetting`] above
     /// [`MAX_SWITCH_INTERVAL_US`](crate::MAX_SWITCH_INTERVAL_US); the
     /// interval is then unchanged.
     pub fn set_switch_interval_us(&self, us: u64) -> Result<(), GilError> {

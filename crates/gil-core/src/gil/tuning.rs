@@ -7,33 +7,25 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use crate::config::{
-    check_laps, check_lazy_threshold, check_spin, check_switch_interval, DropRequestCallback,
-    DEFAULT_SWITCH_INTERVAL_US,
-};
+use crate::config::DropRequestCallback;
 use crate::policy;
 use crate::sync::AtomicU64;
-use crate::{GilConfig, GilError, Policy, Settings};
+use crate::{GilConfig, GilError, Key, Policy, Settings};
 
 /// A lock's settings (see the module docs).
 pub(super) struct Tuning {
-    policy: Policy,
+    /// The settings as built; their switch interval is `interval_us`'s.
+    settings: Settings,
     /// The switch interval in microseconds, as set (0 behaves as 1 µs).
     interval_us: AtomicU64,
     /// `Some(threshold)` when lazy release is on.
     lazy_release: Option<Duration>,
-    /// Timed by the monitor thread, waiters served in order (`monitor.rs`).
-    monitor: bool,
     /// How long a thread waiting for a hand-off spins before sleeping
     /// (`GilConfig::spin_us`), while spinning can help ([`Tuning::spin_limit`]).
     spin: Option<Duration>,
-    /// The spin limit as configured, in microseconds.
-    spin_us: u64,
     /// A CPU-class thread always takes the lock through the waiting room
     /// ([`policy::cpu_through_room`]).
     cpu_through_room: bool,
-    /// The bound on laps (0: none), see `GilConfig::laps`.
-    laps: u32,
     on_drop_request: Option<DropRequestCallback>,
 }
 
@@ -41,29 +33,24 @@ impl Tuning {
     /// The settings `config` asks for.
     ///
     /// # Errors
-    /// As [`Gil::new`](crate::Gil::new): a duration or the bound on laps
-    /// out of range.
+    /// As [`Gil::new`](crate::Gil::new): a setting out of its range
+    /// ([`Settings::check`]).
     pub(super) fn new(config: GilConfig) -> Result<Tuning, GilError> {
-        let interval = check_switch_interval(config.switch_interval_us.unwrap_or(DEFAULT_SWITCH_INTERVAL_US))?;
-        let lazy = check_lazy_threshold(config.lazy_release_us)?;
-        let spin = check_spin(config.spin_us)?;
-        let laps = check_laps(config.laps)?;
+        let (s, on_drop_request) = config.into_parts();
+        s.check()?;
         Ok(Tuning {
-            policy: config.policy,
-            interval_us: AtomicU64::new(interval),
-            lazy_release: lazy.map(Duration::from_micros),
-            monitor: config.monitor,
-            spin: (spin > 0).then(|| Duration::from_micros(spin)),
-            spin_us: spin,
-            cpu_through_room: policy::cpu_through_room(config.policy, spin > 0),
-            laps,
-            on_drop_request: config.on_drop_request,
+            settings: s,
+            interval_us: AtomicU64::new(s.switch_interval_us),
+            lazy_release: s.lazy_release_us.map(Duration::from_micros),
+            spin: (s.spin_us > 0).then(|| Duration::from_micros(s.spin_us)),
+            cpu_through_room: policy::cpu_through_room(s.policy, s.spin_us > 0),
+            on_drop_request,
         })
     }
 
     #[inline]
     pub(super) fn policy(&self) -> Policy {
-        self.policy
+        self.settings.policy
     }
 
     /// The lazy-release threshold, `None` if lazy release is off.
@@ -75,7 +62,7 @@ impl Tuning {
     /// Whether the monitor thread keeps the time.
     #[inline]
     pub(super) fn monitored(&self) -> bool {
-        self.monitor
+        self.settings.monitor
     }
 
     /// Whether a CPU-class thread always takes the lock through the
@@ -87,7 +74,7 @@ impl Tuning {
 
     /// The bound on laps (0: none).
     pub(super) fn laps(&self) -> u32 {
-        self.laps
+        self.settings.laps
     }
 
     /// The host's drop-request callback, if any.
@@ -97,7 +84,7 @@ impl Tuning {
 
     /// The spin limit as configured, in microseconds (0: no spinning).
     pub(super) fn spin_us(&self) -> u64 {
-        self.spin_us
+        self.settings.spin_us
     }
 
     /// The spin limit in effect for the calling thread now: none while the
@@ -120,9 +107,10 @@ impl Tuning {
     /// Sets the switch interval.
     ///
     /// # Errors
-    /// [`GilError::InvalidSwitchInterval`] if out of range; unchanged then.
+    /// [`GilError::InvalidSetting`] if out of range; unchanged then.
     pub(super) fn set_interval_us(&self, us: u64) -> Result<(), GilError> {
-        self.interval_us.store(check_switch_interval(us)?, Relaxed);
+        let interval = Key::IntervalUs.setting().expect("a number setting");
+        self.interval_us.store(interval.check(us)?, Relaxed);
         Ok(())
     }
 
@@ -130,11 +118,7 @@ impl Tuning {
     pub(super) fn settings(&self) -> Settings {
         Settings {
             switch_interval_us: self.interval_us(),
-            policy: self.policy,
-            lazy_release_us: self.lazy_release.map(|d| d.as_micros() as u64),
-            monitor: self.monitor,
-            spin_us: self.spin_us,
-            laps: self.laps,
+            ..self.settings
         }
     }
 }

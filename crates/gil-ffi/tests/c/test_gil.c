@@ -2340,6 +2340,25 @@ static void test_settings_record(void) {
     CHECK(interval == 1234 && lazy == 70 && spin == 50 && laps == 3 && monitor);
     CHECK(strcmp(s.options, "priority-lazy-monitor,interval_us=1234,lazy_us=70,spin_us=50,laps=3") == 0);
 
+    /* Every number setting by its key: the record's value of each known
+       one, and no key listed twice. */
+    size_t keys = 0;
+    for (const char *key; (key = gil_setting_key(keys)) != NULL; keys++) {
+        uint64_t value = 0xcdcd;
+        CHECK_RESULT(gil_get_setting(gil, key, &value), GIL_OK);
+        for (size_t j = 0; j < keys; j++) CHECK(strcmp(gil_setting_key(j), key) != 0);
+        if (strcmp(key, "interval_us") == 0) CHECK(value == s.switch_interval_us);
+        else if (strcmp(key, "lazy_us") == 0) CHECK(value == s.lazy_release_us);
+        else if (strcmp(key, "spin_us") == 0) CHECK(value == s.spin_us);
+        else if (strcmp(key, "laps") == 0) CHECK(value == s.laps);
+    }
+    CHECK(keys >= 4);
+    uint64_t untouched = 7;
+    CHECK_RESULT(gil_get_setting(gil, "policy", &untouched), GIL_ERR_UNKNOWN_SETTING);
+    CHECK_RESULT(gil_get_setting(gil, NULL, &untouched), GIL_ERR_NULL_ARGUMENT);
+    CHECK_RESULT(gil_get_setting(gil, "laps", NULL), GIL_ERR_NULL_ARGUMENT);
+    CHECK(untouched == 7);
+
     static const uint32_t bad[] = {0, 4, sizeof(gil_settings_t) - 1, sizeof(gil_settings_t) + 8};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         gil_settings_t t;

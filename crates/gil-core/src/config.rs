@@ -193,7 +193,9 @@ impl Key {
         1 << self as u32
     }
 
-    pub(crate) fn from_name(name: &[u8]) -> Option<Key> {
+    /// The key named `name` as written in the text (bytes, as a C host
+    /// passes them), `None` if there is none.
+    pub fn from_name(name: &[u8]) -> Option<Key> {
         Key::ALL.into_iter().find(|k| k.name().as_bytes() == name)
     }
 }

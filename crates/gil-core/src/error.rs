@@ -98,11 +98,10 @@ impl fmt::Display for GilError {
             GilError::NotHolder => f.write_str("the calling token does not hold the lock"),
             GilError::AlreadyHeld => f.write_str("the calling token already holds the lock (it is not re-entrant)"),
             GilError::InvalidSetting { key, value } => {
-                let unit = match key.setting() {
-                    Some(s) if s.micros => " µs",
-                    _ => "",
+                let (max, unit) = match key.setting() {
+                    Some(s) => (s.max, if s.micros { " µs" } else { "" }),
+                    None => (0, ""),
                 };
-                let max = key.setting().map_or(0, |s| s.max);
                 write!(f, "{key}={value}{unit} is out of range (at most {max}{unit})")
             }
             GilError::InvalidEventMask(0) => f.write_str("an event mask must name at least one kind of event"),

@@ -6,7 +6,7 @@
 use std::ffi::CString;
 use std::sync::OnceLock;
 
-use gil_core::{Host, NumberSetting, Options, Settings, NUMBER_SETTINGS};
+use gil_core::{Host, Key, NumberSetting, Options, Settings, NUMBER_SETTINGS};
 
 use super::*;
 
@@ -265,10 +265,9 @@ pub(crate) unsafe fn setting_named(key: *const c_char) -> Result<&'static Number
     }
     // SAFETY: non-NULL and NUL-terminated by the contract.
     let key = unsafe { CStr::from_ptr(key) };
-    let setting = NUMBER_SETTINGS
-        .iter()
-        .find(|s| s.key.name().as_bytes() == key.to_bytes());
-    setting.ok_or(GIL_ERR_UNKNOWN_SETTING)
+    Key::from_name(key.to_bytes())
+        .and_then(Key::setting)
+        .ok_or(GIL_ERR_UNKNOWN_SETTING)
 }
 
 /// Reads a caller's config of any known size; missing fields take defaults.

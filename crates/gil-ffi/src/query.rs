@@ -453,12 +453,7 @@ mod tests {
         let expected: Vec<&str> = gil_core::NUMBER_SETTINGS.iter().map(|s| s.key.name()).collect();
         assert_eq!(keys, expected);
         for key in &keys {
-            let setting = gil_core::Key::ALL
-                .into_iter()
-                .find(|k| k.name() == key)
-                .unwrap()
-                .setting()
-                .unwrap();
+            let setting = gil_core::Key::from_name(key.as_bytes()).unwrap().setting().unwrap();
             let value = setting.min.max(setting.max / 3);
             // The first preset that takes the key.
             let preset = gil_core::PRESETS

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::config::DropRequestCallback;
 use crate::policy;
 use crate::sync::AtomicU64;
-use crate::{GilConfig, GilError, Key, Policy, Settings};
+use crate::{GilConfig, GilError, Policy, Settings};
 
 /// A lock's settings (see the module docs).
 pub(super) struct Tuning {
@@ -109,8 +109,12 @@ impl Tuning {
     /// # Errors
     /// [`GilError::InvalidSetting`] if out of range; unchanged then.
     pub(super) fn set_interval_us(&self, us: u64) -> Result<(), GilError> {
-        let interval = Key::IntervalUs.setting().expect("a number setting");
-        self.interval_us.store(interval.check(us)?, Relaxed);
+        let settings = Settings {
+            switch_interval_us: us,
+            ..self.settings
+        };
+        settings.check()?;
+        self.interval_us.store(us, Relaxed);
         Ok(())
     }
 

@@ -347,6 +347,9 @@ pub(crate) struct Accounts {
     /// The token of the last acquisition, for `switches_in` (acquisitions
     /// are serialised by the lock itself).
     last: AtomicUsize,
+    /// Drop requests raised while no record could be named (see
+    /// `drop_requested`), for the next acquisition to receive.
+    unclaimed: AtomicU64,
     /// When accounting was turned off (0: on, or never turned on): records
     /// left open then are not charged time after it.
     off_ns: AtomicU64,
@@ -425,6 +428,7 @@ impl Accounts {
             live: Mutex::new(Live::default()),
             ended: Mutex::new(VecDeque::new()),
             last: AtomicUsize::new(0),
+            unclaimed: AtomicU64::new(0),
             off_ns: AtomicU64::new(0),
             next_retired: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         }
@@ -541,11 +545,19 @@ impl Accounts {
         // Acquisitions are serialised by the lock: a load and a store.
         let switched = self.last.load(Relaxed) != token.get();
         self.last.store(token.get(), Relaxed);
+        // Requests raised while nobody could be named are this holder's.
+        let unclaimed = match self.unclaimed.load(Relaxed) {
+            0 => 0,
+            _ => self.unclaimed.swap(0, Relaxed),
+        };
         self.with_record(token, now, |rec| {
             rec.enter(HOLDING, now);
             bump(&rec.acquisitions, 1);
             if switched {
                 bump(&rec.switches_in, 1);
+            }
+            if unclaimed != 0 {
+                rec.received.fetch_add(unclaimed, Relaxed);
             }
         });
     }
@@ -567,18 +579,43 @@ impl Accounts {
     }
 
     /// A drop request was raised on `holder`, by the waiter `by` (`None`:
-    /// the monitor thread). Only counted on records that exist already (the
-    /// holder's acquisition and the waiter's wait made them, unless
-    /// accounting was turned on since). A holder in its final release has
-    /// ended its record before it lets go of the lock word, and a waiter
-    /// may still ask it then: that request counts on the record just ended.
-    pub(crate) fn drop_requested(&self, holder: Token, by: Option<Token>) {
-        let live = self.live();
-        if let Some(rec) = live.records.get(&holder.get()) {
-            rec.received.fetch_add(1, Relaxed);
-        } else if let Some(rec) = self.ended().iter().rev().find(|r| r.token == holder.get()) {
-            // Lock order: live, then ended (as `end` takes them).
-            rec.received.fetch_add(1, Relaxed);
+    /// the monitor thread). Every request the lock counts is received by
+    /// exactly one record, so the records add up to the lock's counter:
+    ///
+    /// - A named holder (the owner, or the last holder between its
+    ///   voluntary or forced release and the next acquisition) is alive:
+    ///   its live record, made now if its acquisition has not made it yet
+    ///   (the request came between the lock word and the accounting).
+    /// - No holder named: it is letting go in its final release (which
+    ///   clears the last holder first), or it is the instant between a
+    ///   fast-path take and its owner store. The last acquisition's token
+    ///   receives it, from its live or its ended record; with no such
+    ///   record, the next acquisition does (see `unclaimed`).
+    pub(crate) fn drop_requested(&self, holder: Option<Token>, by: Option<Token>, now: u64) {
+        let mut live = self.live();
+        match holder {
+            Some(holder) => match live.records.get(&holder.get()) {
+                Some(rec) => {
+                    rec.received.fetch_add(1, Relaxed);
+                }
+                None => {
+                    // Writer 0: the holder's next event makes it the writer.
+                    let rec = live.fresh(holder.get(), now, 0);
+                    rec.received.fetch_add(1, Relaxed);
+                    live.records.insert(holder.get(), rec);
+                }
+            },
+            None => {
+                let last = self.last.load(Relaxed);
+                if let Some(rec) = live.records.get(&last) {
+                    rec.received.fetch_add(1, Relaxed);
+                } else if let Some(rec) = self.ended().iter().rev().find(|r| r.token == last) {
+                    // Lock order: live, then ended (as `end` takes them).
+                    rec.received.fetch_add(1, Relaxed);
+                } else {
+                    self.unclaimed.fetch_add(1, Relaxed);
+                }
+            }
         }
         if let Some(rec) = by.and_then(|by| live.records.get(&by.get())) {
             rec.raised.fetch_add(1, Relaxed);
@@ -903,23 +940,51 @@ mod tests {
         let a = Accounts::new();
         a.acquired(tok(1), 10);
         a.wait_start(tok(2), 11);
-        a.drop_requested(tok(1), Some(tok(2)));
-        a.drop_requested(tok(1), None); // the monitor asked
+        a.drop_requested(Some(tok(1)), Some(tok(2)), 12);
+        a.drop_requested(Some(tok(1)), None, 13); // the monitor asked
         assert_eq!(a.thread(tok(1), 20).unwrap().drop_requests_received, 2);
         assert_eq!(a.thread(tok(2), 20).unwrap().drop_requests_raised, 1);
     }
 
     #[test]
     fn a_request_on_a_holder_in_its_final_release_counts_on_its_last_record() {
-        // The holder ends its record before it lets go of the lock word; a
-        // waiter that saw the word still held asks it in between.
+        // The final release clears the holder's name, then ends its record,
+        // before it lets go of the lock word; a waiter that saw the word
+        // still held asks it in between, naming nobody.
         let a = Accounts::new();
         a.acquired(tok(1), 10);
         a.wait_start(tok(2), 11);
+        a.drop_requested(None, Some(tok(2)), 15); // record still live
         a.released(tok(1), Release::Final, 20);
-        a.drop_requested(tok(1), Some(tok(2)));
-        assert_eq!(a.thread(tok(1), 30).unwrap().drop_requests_received, 1);
-        assert_eq!(a.thread(tok(2), 30).unwrap().drop_requests_raised, 1);
+        a.drop_requested(None, Some(tok(2)), 21); // record ended
+        assert_eq!(a.thread(tok(1), 30).unwrap().drop_requests_received, 2);
+        assert_eq!(a.thread(tok(2), 30).unwrap().drop_requests_raised, 2);
+    }
+
+    #[test]
+    fn a_request_before_the_holders_first_record_makes_it() {
+        // The holder won the lock word; its acquisition is not accounted yet.
+        let a = Accounts::new();
+        a.wait_start(tok(2), 11);
+        a.drop_requested(Some(tok(1)), Some(tok(2)), 12);
+        a.acquired(tok(1), 10);
+        let s = a.thread(tok(1), 20).unwrap();
+        assert_eq!((s.drop_requests_received, s.acquisitions), (1, 1));
+        assert!(s.alive);
+        assert_eq!(a.all(20).len(), 2, "one record per token");
+    }
+
+    #[test]
+    fn a_request_that_names_nobody_is_the_next_holders() {
+        // The first acquisition's fast path: the word is won, the owner not
+        // stored yet, and no acquisition was ever accounted.
+        let a = Accounts::new();
+        a.wait_start(tok(2), 11);
+        a.drop_requested(None, Some(tok(2)), 12);
+        a.acquired(tok(1), 13);
+        a.acquired(tok(2), 14);
+        assert_eq!(a.thread(tok(1), 20).unwrap().drop_requests_received, 1);
+        assert_eq!(a.thread(tok(2), 20).unwrap().drop_requests_received, 0);
     }
 
     #[test]

@@ -145,10 +145,9 @@ impl Gil {
         let owner = hot.holder();
         if fresh && hot.instr() != 0 {
             // Without an owner the holder is letting go right now (it cleared
-            // `owner` and waits for the mutex): the request is its.
-            if let Some(asked) = owner.or_else(|| hot.last_holder()) {
-                self.observe_drop_request(asked, by);
-            }
+            // `owner` and waits for the mutex): the request is its. After a
+            // final release nobody is named (see `observe_drop_request`).
+            self.observe_drop_request(owner.or_else(|| hot.last_holder()), by);
         }
         // No owner: the holder is letting go (see above), or it is the
         // instant between a fast-path CAS and its `owner` store. The flag is

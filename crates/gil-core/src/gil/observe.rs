@@ -369,16 +369,21 @@ impl Gil {
     }
 
     /// Reports a fresh drop request on `asked` (the holder) by the waiter
-    /// `by` (`None`: the monitor thread).
-    pub(super) fn observe_drop_request(&self, asked: Token, by: Option<Token>) {
+    /// `by` (`None`: the monitor thread). `asked` is `None` while a holder
+    /// lets go in its final release (it cleared the last holder): the
+    /// accounts still count the request, the hooks get no event.
+    pub(super) fn observe_drop_request(&self, asked: Option<Token>, by: Option<Token>) {
         let instr = self.inner.hot.instr();
         if instr & (INSTR_HOOK | INSTR_ACCT) == 0 {
             return;
         }
         let now = now_ns();
         if instr & INSTR_ACCT != 0 {
-            self.accounts().drop_requested(asked, by);
+            self.accounts().drop_requested(asked, by, now);
         }
+        let Some(asked) = asked else {
+            return;
+        };
         if instr & INSTR_HOOK != 0 {
             self.emit(EventKind::DropRequested, || Event {
                 kind: EventKind::DropRequested,

@@ -265,6 +265,20 @@ fn bump(counter: &AtomicU64, by: u64) {
     counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
 }
 
+/// Whom a drop request asked, as the lock could tell at the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Asked {
+    /// The holder, or the last holder letting go of a voluntary or forced
+    /// release: alive.
+    Holder(Token),
+    /// Nobody holds by name: the last observed acquisition's token, which
+    /// is letting go in its final release (or, for an instant, the holder
+    /// before the next one's name is stored).
+    LettingGo(Token),
+    /// No acquisition observed yet.
+    Nobody,
+}
+
 /// What a release does to the releaser's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Release {
@@ -578,44 +592,37 @@ impl Accounts {
         }
     }
 
-    /// A drop request was raised on `holder`, by the waiter `by` (`None`:
-    /// the monitor thread). Every request the lock counts is received by
-    /// exactly one record, so the records add up to the lock's counter:
+    /// A drop request was raised on the holder `asked`, by the waiter `by`
+    /// (`None`: the monitor thread). Every request the lock counts is
+    /// received by exactly one record, so the records add up to the lock's
+    /// counter (the lock names the holder racily; see [`Asked`]):
     ///
-    /// - A named holder (the owner, or the last holder between its
-    ///   voluntary or forced release and the next acquisition) is alive:
-    ///   its live record, made now if its acquisition has not made it yet
-    ///   (the request came between the lock word and the accounting).
-    /// - No holder named: it is letting go in its final release (which
-    ///   clears the last holder first), or it is the instant between a
-    ///   fast-path take and its owner store. The last acquisition's token
-    ///   receives it, from its live or its ended record; with no such
-    ///   record, the next acquisition does (see `unclaimed`).
-    pub(crate) fn drop_requested(&self, holder: Option<Token>, by: Option<Token>, now: u64) {
+    /// - [`Asked::Holder`]: its live record; else its latest ended one (it
+    ///   finished a final release meanwhile); else one made now (its
+    ///   acquisition has not been accounted yet).
+    /// - [`Asked::LettingGo`]: its live or latest ended record, made by
+    ///   nobody here: a thread in its final release may be gone by now.
+    /// - Without either record, or [`Asked::Nobody`]: the next acquisition
+    ///   receives it (see `unclaimed`).
+    pub(crate) fn drop_requested(&self, asked: Asked, by: Option<Token>, now: u64) {
         let mut live = self.live();
-        match holder {
-            Some(holder) => match live.records.get(&holder.get()) {
-                Some(rec) => {
-                    rec.received.fetch_add(1, Relaxed);
-                }
-                None => {
-                    // Writer 0: the holder's next event makes it the writer.
-                    let rec = live.fresh(holder.get(), now, 0);
-                    rec.received.fetch_add(1, Relaxed);
-                    live.records.insert(holder.get(), rec);
-                }
-            },
-            None => {
-                let last = self.last.load(Relaxed);
-                if let Some(rec) = live.records.get(&last) {
-                    rec.received.fetch_add(1, Relaxed);
-                } else if let Some(rec) = self.ended().iter().rev().find(|r| r.token == last) {
-                    // Lock order: live, then ended (as `end` takes them).
-                    rec.received.fetch_add(1, Relaxed);
-                } else {
-                    self.unclaimed.fetch_add(1, Relaxed);
-                }
-            }
+        let (token, may_make) = match asked {
+            Asked::Holder(t) => (t.get(), true),
+            Asked::LettingGo(t) => (t.get(), false),
+            Asked::Nobody => (0, false),
+        };
+        if let Some(rec) = live.records.get(&token) {
+            rec.received.fetch_add(1, Relaxed);
+        } else if let Some(rec) = self.ended().iter().rev().find(|r| r.token == token) {
+            // Lock order: live, then ended (as `end` takes them).
+            rec.received.fetch_add(1, Relaxed);
+        } else if may_make {
+            // Writer 0: the holder's next event makes it the writer.
+            let rec = live.fresh(token, now, 0);
+            rec.received.fetch_add(1, Relaxed);
+            live.records.insert(token, rec);
+        } else {
+            self.unclaimed.fetch_add(1, Relaxed);
         }
         if let Some(rec) = by.and_then(|by| live.records.get(&by.get())) {
             rec.raised.fetch_add(1, Relaxed);
@@ -940,8 +947,8 @@ mod tests {
         let a = Accounts::new();
         a.acquired(tok(1), 10);
         a.wait_start(tok(2), 11);
-        a.drop_requested(Some(tok(1)), Some(tok(2)), 12);
-        a.drop_requested(Some(tok(1)), None, 13); // the monitor asked
+        a.drop_requested(Asked::Holder(tok(1)), Some(tok(2)), 12);
+        a.drop_requested(Asked::Holder(tok(1)), None, 13); // the monitor asked
         assert_eq!(a.thread(tok(1), 20).unwrap().drop_requests_received, 2);
         assert_eq!(a.thread(tok(2), 20).unwrap().drop_requests_raised, 1);
     }
@@ -950,15 +957,19 @@ mod tests {
     fn a_request_on_a_holder_in_its_final_release_counts_on_its_last_record() {
         // The final release clears the holder's name, then ends its record,
         // before it lets go of the lock word; a waiter that saw the word
-        // still held asks it in between, naming nobody.
+        // still held asks it in between.
         let a = Accounts::new();
         a.acquired(tok(1), 10);
         a.wait_start(tok(2), 11);
-        a.drop_requested(None, Some(tok(2)), 15); // record still live
+        a.drop_requested(Asked::LettingGo(tok(1)), Some(tok(2)), 15);
         a.released(tok(1), Release::Final, 20);
-        a.drop_requested(None, Some(tok(2)), 21); // record ended
-        assert_eq!(a.thread(tok(1), 30).unwrap().drop_requests_received, 2);
-        assert_eq!(a.thread(tok(2), 30).unwrap().drop_requests_raised, 2);
+        // Its record ended; once by the last taker, once named as the
+        // holder just before it let go.
+        a.drop_requested(Asked::LettingGo(tok(1)), Some(tok(2)), 21);
+        a.drop_requested(Asked::Holder(tok(1)), Some(tok(2)), 22);
+        assert_eq!(a.thread(tok(1), 30).unwrap().drop_requests_received, 3);
+        assert_eq!(a.thread(tok(2), 30).unwrap().drop_requests_raised, 3);
+        assert_eq!(a.all(30).iter().filter(|s| s.alive).count(), 1, "no record made for 1");
     }
 
     #[test]
@@ -966,7 +977,7 @@ mod tests {
         // The holder won the lock word; its acquisition is not accounted yet.
         let a = Accounts::new();
         a.wait_start(tok(2), 11);
-        a.drop_requested(Some(tok(1)), Some(tok(2)), 12);
+        a.drop_requested(Asked::Holder(tok(1)), Some(tok(2)), 12);
         a.acquired(tok(1), 10);
         let s = a.thread(tok(1), 20).unwrap();
         assert_eq!((s.drop_requests_received, s.acquisitions), (1, 1));
@@ -975,15 +986,17 @@ mod tests {
     }
 
     #[test]
-    fn a_request_that_names_nobody_is_the_next_holders() {
-        // The first acquisition's fast path: the word is won, the owner not
-        // stored yet, and no acquisition was ever accounted.
+    fn a_request_no_record_can_take_is_the_next_holders() {
         let a = Accounts::new();
         a.wait_start(tok(2), 11);
-        a.drop_requested(None, Some(tok(2)), 12);
+        // No acquisition observed yet; then a thread letting go whose
+        // record is gone.
+        a.drop_requested(Asked::Nobody, Some(tok(2)), 12);
+        a.drop_requested(Asked::LettingGo(tok(3)), Some(tok(2)), 12);
+        assert!(a.thread(tok(3), 12).is_none(), "made no record");
         a.acquired(tok(1), 13);
         a.acquired(tok(2), 14);
-        assert_eq!(a.thread(tok(1), 20).unwrap().drop_requests_received, 1);
+        assert_eq!(a.thread(tok(1), 20).unwrap().drop_requests_received, 2);
         assert_eq!(a.thread(tok(2), 20).unwrap().drop_requests_received, 0);
     }
 

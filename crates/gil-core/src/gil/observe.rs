@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use super::Gil;
-use crate::accounting::Release;
+use crate::accounting::{Asked, Release};
 use crate::events::{now_ns, Event, EventHook, EventKind, EventMask, HookId, OwnedHook};
 use crate::reason::ReleaseReason;
 use crate::stats::Histograms;
@@ -302,6 +302,7 @@ impl Gil {
     #[cold]
     fn observe_acquire_slow(&self, instr: u8, token: Token) {
         let now = now_ns();
+        self.inner.observers.took(token);
         if instr & INSTR_HIST != 0 {
             self.inner.hot.hold_started(now);
         }
@@ -368,20 +369,29 @@ impl Gil {
         }
     }
 
-    /// Reports a fresh drop request on `asked` (the holder) by the waiter
-    /// `by` (`None`: the monitor thread). `asked` is `None` while a holder
-    /// lets go in its final release (it cleared the last holder): the
-    /// accounts still count the request, the hooks get no event.
-    pub(super) fn observe_drop_request(&self, asked: Option<Token>, by: Option<Token>) {
+    /// Reports a fresh drop request by the waiter `by` (`None`: the
+    /// monitor thread) on `named`, the holder or the last holder letting
+    /// go. `None` while a holder lets go in its final release (which
+    /// clears the last holder): then the request is the last observed
+    /// taker's.
+    pub(super) fn observe_drop_request(&self, named: Option<Token>, by: Option<Token>) {
         let instr = self.inner.hot.instr();
         if instr & (INSTR_HOOK | INSTR_ACCT) == 0 {
             return;
         }
         let now = now_ns();
+        let asked = match named {
+            Some(t) => Asked::Holder(t),
+            None => self
+                .inner
+                .observers
+                .last_taker()
+                .map_or(Asked::Nobody, Asked::LettingGo),
+        };
         if instr & INSTR_ACCT != 0 {
             self.accounts().drop_requested(asked, by, now);
         }
-        let Some(asked) = asked else {
+        let (Asked::Holder(asked) | Asked::LettingGo(asked)) = asked else {
             return;
         };
         if instr & INSTR_HOOK != 0 {

@@ -5,7 +5,9 @@
 //! are fed is `observe.rs`.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicPtr};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize};
+
+use crate::Token;
 
 use crate::accounting::Accounts;
 use crate::events::HookList;
@@ -23,6 +25,10 @@ pub(super) struct Observers {
     accounts: AtomicPtr<Accounts>,
     /// Serialises changes of which observers are on (`serial`).
     changing: AtomicBool,
+    /// The token of the last acquisition observed (0: none yet), unlike
+    /// the lock's last holder kept through a final release: whom a drop
+    /// request raised during one asked.
+    last_taker: AtomicUsize,
 }
 
 /// Holds [`Observers::serial`] while alive.
@@ -42,6 +48,7 @@ impl Observers {
             hold_hist: Histogram::new(),
             accounts: AtomicPtr::new(Box::into_raw(Box::new(Accounts::new()))),
             changing: AtomicBool::new(false),
+            last_taker: AtomicUsize::new(0),
         }
     }
 
@@ -59,6 +66,16 @@ impl Observers {
         // - a replaced box is leaked, never freed, and the current one is
         //   freed only in `Drop`, which cannot run while `&self` lives.
         unsafe { &*ptr }
+    }
+
+    /// `token` took the lock (observed).
+    pub(super) fn took(&self, token: Token) {
+        self.last_taker.store(token.get(), Relaxed);
+    }
+
+    /// The token of the last acquisition observed.
+    pub(super) fn last_taker(&self) -> Option<Token> {
+        Token::new(self.last_taker.load(Relaxed))
     }
 
     /// Records a wait of `ns` nanoseconds.

@@ -168,11 +168,13 @@ fn a_fast_system_call_is_reclaimed_despite_waiters() {
     // With a threshold of one hour, the monitor never takes a call over: the
     // thread in the call comes back with one CAS even though a CPU-class
     // thread waits. (An I/O-class waiter gets the lock handed over instead:
-    // see tests/policies.rs.)
+    // see tests/policies.rs.) An interval of an hour too: the waiter's own
+    // drop request would end a lazy release however the threads are timed.
     let gil = Arc::new(
         Gil::new(
             GilConfig::preset("priority-lazy-monitor")
                 .unwrap()
+                .switch_interval_us(3_600_000_000)
                 .lazy_release_us(Some(3_600_000_000)),
         )
         .unwrap(),

@@ -273,8 +273,10 @@ static void test_drop_request_through_callback(void) {
     /* The holder checks only its own eval breaker, as CPython does. */
     while (!atomic_load(&holder.eval_breaker)) sched_yield();
     CHECK(log.last_holder == &holder);
-    atomic_store(&holder.holding, 0);
+    /* Holding until the release returns: a waiter may ask again while it
+       runs (one request an interval), and the holder answers the mutex. */
     CHECK_RESULT(gil_release(gil, &holder, GIL_RELEASE_FORCED), GIL_OK);
+    atomic_store(&holder.holding, 0);
     /* Forced switch: returned only once the waiter had taken the lock. */
     void *last = NULL;
     CHECK_RESULT(gil_get_last_holder(gil, &last), GIL_OK);

@@ -51,7 +51,10 @@ pub enum EventKind {
     /// voluntary release only marks a system call; it is reported the same.
     Released(ReleaseReason),
     /// The holder `token` was asked to drop the lock; `other` is the waiter
-    /// that asked, `None` if the monitor thread did.
+    /// that asked, `None` if the monitor thread did. A request raised while
+    /// the holder lets go in its final release names that thread. There is
+    /// one such event for each request the counters count, unless the
+    /// request came before any acquisition was observed.
     DropRequested,
     /// `token`'s forced release ended because another thread took the lock:
     /// `other`, the last holder when `token` noticed (normally the thread

@@ -220,25 +220,37 @@ fn try_acquire_does_not_overtake_an_overdue_waiter() {
     for preset in ["monitor", "priority", "priority-monitor"] {
         let gil = Arc::new(Gil::new(GilConfig::preset(preset).unwrap()).unwrap());
         let waits = count_waits(&gil);
+        let judged = Arc::new(AtomicBool::new(false));
         gil.acquire(tok(1)).unwrap();
         let waiter = {
-            let gil = gil.clone();
+            let (gil, judged) = (gil.clone(), judged.clone());
             thread::spawn(move || {
                 gil.acquire(tok(2)).unwrap();
-                thread::sleep(Duration::from_millis(5));
-                // Voluntary: keeps `last_holder`, which ends the loop below.
-                gil.release(tok(2), ReleaseReason::Voluntary).unwrap();
+                // Held until the loop below has seen it taken: a lock freed
+                // again meanwhile would be free for `try_acquire`.
+                while !judged.load(SeqCst) {
+                    thread::yield_now();
+                }
+                gil.release(tok(2), ReleaseReason::Final).unwrap();
             })
         };
         wait_until("the waiter to queue", || waits.load(SeqCst) == 1);
         thread::sleep(Duration::from_micros(gil.switch_interval_us()) * 2);
-        gil.release(tok(1), ReleaseReason::Voluntary).unwrap();
+        // Final: a voluntary release answering the waiter's drop request
+        // would return only once the waiter had the lock, and the loop
+        // below would have nothing to race with.
+        gil.release(tok(1), ReleaseReason::Final).unwrap();
         // Free for an instant, but handed to the overdue waiter.
-        let mut took = false;
+        let (mut took, mut tries) = (false, 0u64);
         while !took && gil.last_holder() != Some(tok(2)) {
             took = gil.try_acquire(tok(3)).unwrap();
+            tries += 1;
         }
-        assert!(!took, "{preset}: try_acquire overtook an overdue waiter");
+        judged.store(true, SeqCst);
+        assert!(
+            !took,
+            "{preset}: try_acquire overtook an overdue waiter ({tries} tries)"
+        );
         waiter.join().unwrap();
     }
 }

@@ -145,7 +145,7 @@ impl Gil {
         let owner = hot.holder();
         if fresh && hot.instr() != 0 {
             // Without an owner the holder is letting go right now (it cleared
-            // `owner` and waits for the mutex): the request is its. After a
+            // `owner` and waits for the mutex): the request is its. During a
             // final release nobody is named (see `observe_drop_request`).
             self.observe_drop_request(owner.or_else(|| hot.last_holder()), by);
         }

@@ -7,11 +7,10 @@
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize};
 
-use crate::Token;
-
 use crate::accounting::Accounts;
 use crate::events::HookList;
 use crate::stats::{Histogram, Histograms};
+use crate::Token;
 
 /// A lock's observers (see the module docs). std's atomics even under
 /// loom: none of this is part of the protocol.
@@ -27,7 +26,8 @@ pub(super) struct Observers {
     changing: AtomicBool,
     /// The token of the last acquisition observed (0: none yet), unlike
     /// the lock's last holder kept through a final release: whom a drop
-    /// request raised during one asked.
+    /// request raised during one asked. Relaxed, like the names it stands
+    /// in for: an observer's attribution is racy by nature.
     last_taker: AtomicUsize,
 }
 

@@ -71,7 +71,8 @@ fn timelines_show_one_holder_at_a_time_for_every_preset() {
         assert_eq!(acquired, counters.acquisitions, "{preset}");
 
         let rows = trace.rows();
-        assert_eq!(rows.len(), 3, "{preset}: one row per thread");
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(rows.len(), 3, "{preset}: one row per thread, not {names:?}");
         assert_eq!(
             rows.iter().filter(|r| r.name == "io").count(),
             1,

@@ -498,12 +498,35 @@ impl Trace {
     pub(super) fn timeline(&self) -> Timeline {
         let mut rows: Vec<Building> = Vec::new();
         let mut live: HashMap<Token, usize> = HashMap::new();
+        // Each token's row that ended last with its final release.
+        let mut ended: HashMap<Token, usize> = HashMap::new();
         let mut event_rows = vec![None; self.events.len()];
         for (n, e) in self.events.iter().enumerate() {
             if e.time_ns > self.end_ns {
                 break;
             }
             let t = e.time_ns.max(self.start_ns);
+            // Marks say nothing of the state (see below).
+            let is_mark = matches!(
+                e.kind,
+                EventKind::DropRequested | EventKind::ForcedSwitch | EventKind::LazyTakeover
+            );
+            if is_mark && !live.contains_key(&e.token) {
+                if let Some(&i) = ended.get(&e.token) {
+                    // A drop request raised while the thread made its final
+                    // release names it (nobody else held the lock): the
+                    // mark belongs to the life that just ended, not to a
+                    // new one.
+                    event_rows[n] = Some(i);
+                    let kind = match e.kind {
+                        EventKind::ForcedSwitch => MarkKind::ForcedSwitch,
+                        EventKind::LazyTakeover => MarkKind::LazyTakeover,
+                        _ => MarkKind::DropRequested,
+                    };
+                    rows[i].row.marks.push(Mark { kind, time_ns: t });
+                    continue;
+                }
+            }
             let i = *live.entry(e.token).or_insert_with(|| {
                 rows.push(Building {
                     row: Row {
@@ -525,10 +548,6 @@ impl Trace {
             // Marks say nothing of the state: a trace that starts between a
             // drop request and the forced release answering it (as a ring's
             // often does) still shows the holder running until the release.
-            let is_mark = matches!(
-                e.kind,
-                EventKind::DropRequested | EventKind::ForcedSwitch | EventKind::LazyTakeover
-            );
             let first = !b.seen && !is_mark;
             b.seen |= !is_mark;
             // A first state event that only a running holder can cause: it
@@ -549,6 +568,7 @@ impl Trace {
                     b.ended = true;
                     b.row.ended_ns = Some(t);
                     live.remove(&e.token);
+                    ended.insert(e.token, i);
                 }
                 EventKind::DropRequested => b.row.marks.push(mark(MarkKind::DropRequested)),
                 EventKind::ForcedSwitch => b.row.marks.push(mark(MarkKind::ForcedSwitch)),
@@ -822,6 +842,27 @@ mod tests {
         assert_eq!(rows[0].spans, vec![span(Running, 0, 6), span(Waiting, 6, 10)]);
         // A takeover says the thread was in a call, but not since when.
         assert_eq!(rows[1].spans, vec![span(Running, 8, 10)]);
+    }
+
+    #[test]
+    fn a_drop_request_naming_a_thread_after_its_final_release_marks_that_life() {
+        use EventKind::*;
+        let t = trace(
+            vec![
+                ev(Acquired, 7, 1),
+                ev(Released(ReleaseReason::Final), 7, 2),
+                ev(DropRequested, 7, 3),
+                ev(Acquired, 7, 5),
+            ],
+            0,
+            9,
+        );
+        let rows = t.rows();
+        assert_eq!(rows.len(), 2, "the request opens no life of its own");
+        assert_eq!(rows[0].marks.len(), 1);
+        assert_eq!(rows[0].marks[0].kind, MarkKind::DropRequested);
+        assert_eq!(rows[1].spans, vec![span(ThreadState::Running, 5, 9)]);
+        assert!(rows[1].marks.is_empty());
     }
 
     #[test]

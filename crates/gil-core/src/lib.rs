@@ -51,8 +51,11 @@
 //!   holding a whole interval while someone waited) is CPU-class, one that
 //!   released voluntarily is I/O-class, one forced out only for a starving
 //!   waiter keeps its class; I/O-class waiters go first and ask a
-//!   CPU-class holder to drop at once; CPU against CPU keeps the interval;
-//!   after [`STARVATION_INTERVALS`] intervals without a turn for the CPU
+//!   CPU-class holder to drop at once; CPU against CPU keeps the interval,
+//!   and a CPU-class thread preempted by an I/O-class one gets the lock back
+//!   before other CPU-class waiters, its turn lasting [`TURN_INTERVALS`]
+//!   intervals once another waits, after which they take turns in order of
+//!   arrival; after [`STARVATION_INTERVALS`] intervals without a turn for the CPU
 //!   class, its longest waiter is served first and then keeps the lock for
 //!   a fifth of an interval (its slice): one bound for the whole class, so
 //!   CPU-bound threads take turns and k of them cost the I/O-class

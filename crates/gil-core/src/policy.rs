@@ -4,10 +4,30 @@
 //! woken; who asks the holder to drop at once, and when the monitor asks;
 //! who watches a holder's quick calls instead of sleeping, and for how
 //! long; which class a releaser becomes, and whether it waits for a switch;
-//! and when a CPU-class waiter is starving. Both waiting rooms (the plain
-//! one, where each waiter keeps its own time, and the monitored queue) ask
+//! when a CPU-class waiter is starving, and whose turn it is among the
+//! CPU-class threads; and, in one function ([`due`]), what is due at a look
+//! at the lock and when to look next. Every waiter and the monitor ask
 //! these, so each rule is written once; the unit tests below state them one
 //! by one.
+//!
+//! What the priority policy guarantees, rule by rule:
+//!
+//! - An I/O-class thread back from a call asks a CPU-class holder to drop
+//!   at once ([`preempts`]) and goes before CPU-class waiters
+//!   ([`may_take`], [`designee`]).
+//! - The CPU-class thread it preempted gets the lock back before other
+//!   CPU-class waiters: its turn ([`CpuTurn`]) goes on until another one
+//!   has waited [`turn_length`] ([`TURN_INTERVALS`] intervals); then the
+//!   next in order of arrival takes its turn. CPU-class threads thus share
+//!   the lock among themselves in turns, in the I/O threads' time off it,
+//!   and a preemption costs the other CPU-class threads nothing. With no
+//!   I/O thread preempting, a holder is asked after one switch interval,
+//!   as in CPython.
+//! - Starvation bound: while I/O-class threads keep the lock busy, the
+//!   CPU class as a whole waits at most [`starvation_bound`]
+//!   ([`STARVATION_INTERVALS`] intervals, 20 ms) for a turn, then keeps the
+//!   lock for a slice ([`slice`], a fifth of an interval): about 5 % of
+//!   a busy lock (`docs/servers.md`).
 //!
 //! The rules of [`Policy::Priority`] come from the 2010 GIL-priority
 //! proposal (see `class.rs` for how a thread's class is earned); the other
@@ -25,6 +45,23 @@ use crate::{Policy, ReleaseReason};
 /// With a slice of a fifth of an interval the CPU class keeps about 5 % of
 /// a lock that I/O-class threads keep busy (`docs/servers.md`).
 pub const STARVATION_INTERVALS: u64 = 4;
+
+/// How many switch intervals a CPU-class thread's turn lasts once another
+/// CPU-class thread waits for one, while I/O-class threads preempt it
+/// (without them, the switch interval alone ends a holder's run, as in
+/// CPython). Each change of turn wakes a thread that has slept through the
+/// others' turns, and on the measured machine the scheduler then often
+/// keeps the I/O thread or its peer waiting for a CPU for milliseconds;
+/// with turns of one interval that made the I/O thread's p99 3.6 ms beside
+/// two CPU threads, with four intervals 0.8 ms, the same work as separate
+/// processes 1.8 ms (`docs/policies.md`, "CPU threads' turns").
+pub const TURN_INTERVALS: u32 = 4;
+
+/// How long a CPU-class thread's turn lasts once contested: see
+/// [`TURN_INTERVALS`].
+pub(crate) fn turn_length(interval: Duration) -> Duration {
+    interval.saturating_mul(TURN_INTERVALS)
+}
 
 /// How long a CPU-class waiter watching an I/O-class holder ([`watches`])
 /// leaves the lock free before taking it (within the spin limit): longer
@@ -56,6 +93,11 @@ pub(crate) struct Census {
 impl Census {
     pub(crate) fn waiters(self) -> usize {
         self.io + self.cpu
+    }
+
+    /// CPU-class waiters.
+    pub(crate) fn cpu(self) -> usize {
+        self.cpu
     }
 
     pub(crate) fn join(&mut self, class: ThreadClass) {
@@ -199,15 +241,23 @@ pub(crate) enum Turn {
 }
 
 /// Whether a thread of `class` (`starving`: marked so while waiting) may take
-/// a free lock now, with the designee at `turn`.
+/// a free lock now, with the designee at `turn`; `my_rotation`: the CPU
+/// class's turn is nobody's or the caller's ([`Rotation`]).
 ///
 /// - The designee may (it is chosen by the same rules).
 /// - A designee past the hand-off bound gets the lock handed to it: nobody
 ///   else may take it, except (priority policy) an I/O-class thread past a
 ///   CPU-class designee, which the starvation bound protects instead.
 /// - Otherwise a starving waiter goes before anyone, then (priority policy)
-///   I/O-class threads before CPU-class ones; under classic anyone may.
-pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starving: bool, turn: Turn) -> bool {
+///   I/O-class threads before CPU-class ones, and of those only the one
+///   whose turn it is (see [`due`]); under classic anyone may.
+pub(crate) fn may_take(
+    policy: Policy,
+    census: Census,
+    (class, starving): (ThreadClass, bool),
+    turn: Turn,
+    my_rotation: bool,
+) -> bool {
     match turn {
         Turn::Mine => return true,
         Turn::Reserved(d) if !(policy == Policy::Priority && class == ThreadClass::Io && d == ThreadClass::Cpu) => {
@@ -217,7 +267,7 @@ pub(crate) fn may_take(policy: Policy, census: Census, class: ThreadClass, starv
     }
     match policy {
         Policy::Priority if census.starving > 0 => starving,
-        Policy::Priority => class == ThreadClass::Io || census.io == 0,
+        Policy::Priority => class == ThreadClass::Io || (census.io == 0 && my_rotation),
         _ => true,
     }
 }
@@ -344,14 +394,17 @@ pub(crate) fn starvation_start<S: Ord>(joined: S, class_served: Option<S>) -> S 
 pub(crate) trait Candidate {
     fn class(&self) -> ThreadClass;
     fn starving(&self) -> bool;
+    fn ticket(&self) -> u64;
 }
 
 /// The waiter a free lock goes to, and the one a release wakes: the first
 /// starving waiter, else (priority policy) the first I/O-class waiter, else
-/// the first waiter. `queue` is in arrival order.
+/// the waiter whose turn it is (`rotation`; nobody while its owner is not
+/// queued), else the first waiter. `queue` is in arrival order.
 pub(crate) fn designee<'q, C: Candidate + 'q>(
     policy: Policy,
     census: Census,
+    rotation: Rotation,
     queue: impl Iterator<Item = &'q C> + Clone,
 ) -> Option<&'q C> {
     if census.starving > 0 {
@@ -362,6 +415,11 @@ pub(crate) fn designee<'q, C: Candidate + 'q>(
     if policy == Policy::Priority {
         if let Some(c) = queue.clone().find(|c| c.class() == ThreadClass::Io) {
             return Some(c);
+        }
+        match rotation {
+            Rotation::Open => {}
+            Rotation::Queued(ticket) => return queue.clone().find(|c| c.ticket() == ticket),
+            Rotation::Away => return None,
         }
     }
     queue.clone().next()
@@ -473,6 +531,306 @@ impl Watch {
     }
 }
 
+// ---- The clock --------------------------------------------------------------
+
+/// Reading a clock: what [`due`] needs of one, over stamps of type `S`
+/// (the protocol's clock, or a test's).
+pub(crate) trait Elapsed<S> {
+    /// Now.
+    fn now(&self) -> S;
+    /// Whether `d` has passed since `since`.
+    fn passed(&self, since: S, d: Duration) -> bool;
+    /// How much of `d` is left since `since` (more than zero).
+    fn left(&self, since: S, d: Duration) -> Duration;
+}
+
+/// The CPU class's turn (priority policy): the CPU-class thread whose turn
+/// it is to run beside the I/O-class threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CpuTurn<S> {
+    /// The thread whose turn it is (its token).
+    pub(crate) owner: usize,
+    /// Its place in the queue while it waits there.
+    pub(crate) queued: Option<u64>,
+    /// It was made to let go for an I/O-class thread and is on its way
+    /// back: the turn is still its own.
+    pub(crate) away: bool,
+    /// Since when another CPU-class thread has waited for a turn: the turn
+    /// ends [`turn_length`] after that ([`due`]).
+    pub(crate) contested: Option<S>,
+}
+
+/// Where the CPU class's turn stands, for [`may_take`] and [`designee`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rotation {
+    /// Nobody's turn: the first CPU-class waiter goes.
+    Open,
+    /// The turn of the waiter queued with this ticket.
+    Queued(u64),
+    /// The turn of a thread that is not queued: it holds the lock, or was
+    /// made to let go for an I/O-class thread and is on its way back.
+    Away,
+}
+
+/// The lock's one timing state: what is being timed, and since when. Kept
+/// under the waiting room's mutex; whoever looks at the lock (the monitor,
+/// or a waiter that keeps the time) hands it to [`due`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timers<S> {
+    /// The holder being timed (its switch number), and since when: it took
+    /// the lock, the first waiter came, or it was last asked to drop.
+    holder: Option<(u64, S)>,
+    /// The lazily released call being timed (its generation), and since
+    /// when it has been seen.
+    call: Option<(u64, S)>,
+    /// The holder's request was put off once, for a call first seen at
+    /// that look ([`defers_request`]).
+    deferred: bool,
+    /// When a CPU-class thread last took the lock while others waited: the
+    /// starvation bound runs from then ([`starvation_start`]).
+    cpu_served: Option<S>,
+    /// The CPU class's turn (priority policy).
+    turn: Option<CpuTurn<S>>,
+}
+
+impl<S> Default for Timers<S> {
+    fn default() -> Self {
+        Timers {
+            holder: None,
+            call: None,
+            deferred: false,
+            cpu_served: None,
+            turn: None,
+        }
+    }
+}
+
+/// The holder, as a look sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Holding {
+    /// Nobody holds the lock.
+    Free,
+    /// A thread runs with it: its switch number, its class, whether it is
+    /// in its slice, and whether it is the CPU class's turn's owner.
+    Running {
+        sn: u64,
+        class: ThreadClass,
+        slice: bool,
+        owns_turn: bool,
+    },
+    /// Its holder is in a lazily released call: its switch number and the
+    /// call's generation.
+    InCall { sn: u64, gen: u64 },
+}
+
+/// What one look at the lock sees besides the timers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scene<S> {
+    pub(crate) interval: Duration,
+    /// The lazy-release threshold, if lazy release is on.
+    pub(crate) threshold: Option<Duration>,
+    pub(crate) holder: Holding,
+    pub(crate) census: Census,
+    /// When the waiter the starvation bound is timed on joined
+    /// ([`next_to_starve`]), if there is one.
+    pub(crate) to_starve: Option<S>,
+}
+
+/// What is due at a look, and when to look next.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Due {
+    /// Raise the drop request, for these reasons.
+    pub(crate) ask: Option<Asked>,
+    /// Take the lock from the holder's lazily released call.
+    pub(crate) take_over: bool,
+    /// Mark the waiter the starvation bound is timed on as starving.
+    pub(crate) starve: bool,
+    /// The CPU class's turn is over: the next CPU-class waiter goes.
+    pub(crate) turn_over: bool,
+    /// How soon something may be due next; `None`: nobody waits, nothing
+    /// is timed.
+    pub(crate) next: Option<Duration>,
+}
+
+impl<S: Copy> Timers<S> {
+    /// A hand-off: the holder with switch number `sn` is timed from `now`.
+    pub(crate) fn new_holder(&mut self, sn: u64, now: S) {
+        self.holder = Some((sn, now));
+    }
+
+    /// The first waiter came at `now`: the holder `sn`, and its call, are
+    /// timed afresh from then.
+    pub(crate) fn first_waiter(&mut self, sn: u64, now: S) {
+        self.holder = Some((sn, now));
+        self.call = None;
+        self.deferred = false;
+    }
+
+    /// A CPU-class thread took the lock while others waited: the CPU
+    /// class's turn, as the starvation bound counts it.
+    pub(crate) fn cpu_served(&mut self, now: S) {
+        self.cpu_served = Some(now);
+    }
+
+    /// The CPU class's turn, if one is under way.
+    pub(crate) fn turn(&self) -> Option<&CpuTurn<S>> {
+        self.turn.as_ref()
+    }
+
+    /// The CPU class's turn, to update.
+    pub(crate) fn turn_mut(&mut self) -> Option<&mut CpuTurn<S>> {
+        self.turn.as_mut()
+    }
+
+    /// The turn goes to `owner` (its token), contested since `contested`.
+    pub(crate) fn begin_turn(&mut self, owner: usize, contested: Option<S>) {
+        self.turn = Some(CpuTurn {
+            owner,
+            queued: None,
+            away: false,
+            contested,
+        });
+    }
+
+    /// The turn is over: the next CPU-class thread to take the lock starts one.
+    pub(crate) fn end_turn(&mut self) {
+        self.turn = None;
+    }
+}
+
+/// One look at the lock, at the time `clock` gives: what is due now under
+/// the rules below, and how soon to look again. Updates `timers` (what it
+/// starts timing, what it stops timing); the caller does what is due. The
+/// monitor thread looks at each lock it watches; on a lock without it, the
+/// waiters that keep the time look each time they wake.
+///
+/// 1. **Takeover** (lazy release): the holder's lazily released call has
+///    lasted the threshold: the lock is taken from it, for the designee.
+/// 2. **Starvation** (priority): the CPU-class waiter timed for the
+///    starvation bound has waited [`starvation_bound`] since it came or
+///    since the CPU class last took the lock ([`starvation_start`]): it
+///    starves, goes before anyone, and the holder is asked to drop (unless
+///    it is in its slice, which it keeps).
+/// 3. **Interval**: the holder has run a switch interval ([`runs_for`]: in
+///    its slice, the slice) since it took the lock, since the first waiter
+///    came, or since it was last asked: it is asked to drop, also while it
+///    is in a lazily released call (it answers at its next release), but
+///    once put off if that call is first seen now ([`defers_request`]).
+/// 4. **The CPU class's turn** (priority): a CPU-class thread keeps its
+///    turn while I/O-class threads preempt it, until another CPU-class
+///    thread has waited [`turn_length`] for one; then the turn is over,
+///    and its owner, if it runs, is asked to drop. The CPU-class waiters
+///    so take turns in order of arrival, and an I/O-class
+///    thread that preempts one costs the others nothing: the lock goes
+///    back to the one it preempted.
+pub(crate) fn due<S: Copy + Ord, C: Elapsed<S>>(clock: &C, scene: &Scene<S>, timers: &mut Timers<S>) -> Due {
+    let mut due = Due::default();
+    if scene.census.waiters() == 0 {
+        timers.holder = None;
+        timers.call = None;
+        timers.deferred = false;
+        return due;
+    }
+    let now = clock.now();
+    let interval = scene.interval;
+    let mut next = interval;
+    let mut ask = Asked::default();
+
+    // 1. A lazily released call that has outlasted the threshold.
+    let mut new_call = false;
+    match (scene.holder, scene.threshold) {
+        (Holding::InCall { gen, .. }, Some(threshold)) => match timers.call {
+            Some((g, since)) if g == gen => {
+                if clock.passed(since, threshold) {
+                    due.take_over = true;
+                    timers.call = None;
+                } else {
+                    next = next.min(clock.left(since, threshold));
+                }
+            }
+            _ => {
+                new_call = true;
+                timers.call = Some((gen, now));
+                next = next.min(threshold);
+            }
+        },
+        _ => timers.call = None,
+    }
+
+    // 2. The starvation bound.
+    if let Some(joined) = scene.to_starve {
+        let since = starvation_start(joined, timers.cpu_served);
+        let bound = starvation_bound(interval);
+        if clock.passed(since, bound) {
+            due.starve = true;
+            ask.starving = true;
+        } else {
+            next = next.min(clock.left(since, bound));
+        }
+    }
+
+    // 3. The holder's interval (or slice).
+    let (sn, slice) = match scene.holder {
+        Holding::Running { sn, slice, .. } => (Some(sn), slice),
+        Holding::InCall { sn, .. } => (Some(sn), false),
+        Holding::Free => (None, false),
+    };
+    match (sn, timers.holder) {
+        // Taken over: the holder changes now.
+        _ if due.take_over => {}
+        (Some(sn), Some((timed, since))) if timed == sn => {
+            let hold = runs_for(interval, slice);
+            if clock.passed(since, hold) {
+                if defers_request(new_call, timers.deferred) {
+                    timers.deferred = true;
+                } else {
+                    ask.interval = true;
+                    timers.deferred = false;
+                    timers.holder = Some((sn, now));
+                }
+            } else {
+                next = next.min(clock.left(since, hold));
+            }
+        }
+        (Some(sn), _) => {
+            timers.deferred = false;
+            timers.holder = Some((sn, now));
+        }
+        (None, _) => {}
+    }
+
+    // 4. The CPU class's turn.
+    if let Some(turn) = timers.turn.as_mut() {
+        let queued_as_cpu = usize::from(turn.queued.is_some());
+        let rivals = scene.census.cpu > queued_as_cpu;
+        match (rivals, turn.contested) {
+            (false, _) => turn.contested = None,
+            (true, None) => {
+                turn.contested = Some(now);
+                next = next.min(turn_length(interval));
+            }
+            (true, Some(since)) if clock.passed(since, turn_length(interval)) => {
+                if let Holding::Running { owns_turn: true, .. } = scene.holder {
+                    ask.interval = true;
+                }
+                timers.turn = None;
+                due.turn_over = true;
+            }
+            (true, Some(since)) => next = next.min(clock.left(since, turn_length(interval))),
+        }
+    }
+
+    // Nobody to ask if the lock is free (the starving waiter just goes
+    // first), and a holder in its slice keeps it: only its slice's end
+    // asks it.
+    let in_slice = matches!(scene.holder, Holding::Running { slice: true, .. });
+    if scene.holder != Holding::Free && (ask.interval || (ask.starving && !in_slice)) {
+        due.ask = Some(ask);
+    }
+    due.next = Some(next);
+    due
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,6 +851,9 @@ mod tests {
         }
         fn starving(&self) -> bool {
             self.2
+        }
+        fn ticket(&self) -> u64 {
+            self.0.into()
         }
     }
 
@@ -573,7 +934,7 @@ mod tests {
     fn classic_lets_anyone_take_a_free_lock() {
         for c in [census(0, 0, 0), census(3, 2, 1)] {
             for class in [Io, Cpu] {
-                assert!(may_take(Policy::Classic, c, class, false, Turn::Open));
+                assert!(may_take(Policy::Classic, c, (class, false), Turn::Open, true));
             }
         }
     }
@@ -581,46 +942,46 @@ mod tests {
     #[test]
     fn priority_serves_io_before_cpu_and_starving_before_all() {
         let p = Policy::Priority;
-        assert!(may_take(p, census(1, 1, 0), Io, false, Turn::Open));
-        assert!(!may_take(p, census(1, 1, 0), Cpu, false, Turn::Open));
-        assert!(may_take(p, census(0, 2, 0), Cpu, false, Turn::Open));
+        assert!(may_take(p, census(1, 1, 0), (Io, false), Turn::Open, true));
+        assert!(!may_take(p, census(1, 1, 0), (Cpu, false), Turn::Open, true));
+        assert!(may_take(p, census(0, 2, 0), (Cpu, false), Turn::Open, true));
         // A starving waiter goes before anyone, I/O-class ones included.
-        assert!(!may_take(p, census(1, 1, 1), Io, false, Turn::Open));
-        assert!(may_take(p, census(1, 1, 1), Cpu, true, Turn::Open));
+        assert!(!may_take(p, census(1, 1, 1), (Io, false), Turn::Open, true));
+        assert!(may_take(p, census(1, 1, 1), (Cpu, true), Turn::Open, true));
     }
 
     #[test]
     fn an_overdue_designee_is_handed_the_lock() {
         for p in POLICIES {
             // Nobody else takes it, whatever the class rules say...
-            assert!(!may_take(p, census(2, 0, 0), Io, false, Turn::Reserved(Io)));
-            assert!(!may_take(p, census(0, 2, 0), Cpu, false, Turn::Reserved(Cpu)));
+            assert!(!may_take(p, census(2, 0, 0), (Io, false), Turn::Reserved(Io), true));
+            assert!(!may_take(p, census(0, 2, 0), (Cpu, false), Turn::Reserved(Cpu), true));
             // ...and the designee itself always may.
-            assert!(may_take(p, census(1, 1, 1), Cpu, true, Turn::Mine));
-            assert!(may_take(p, census(2, 0, 0), Io, false, Turn::Mine));
+            assert!(may_take(p, census(1, 1, 1), (Cpu, true), Turn::Mine, true));
+            assert!(may_take(p, census(2, 0, 0), (Io, false), Turn::Mine, true));
         }
         // Priority: an I/O-class thread still passes a CPU-class designee
         // (the starvation bound protects that one), unless it starves.
         assert!(may_take(
             Policy::Priority,
             census(0, 1, 0),
-            Io,
-            false,
-            Turn::Reserved(Cpu)
+            (Io, false),
+            Turn::Reserved(Cpu),
+            true
         ));
         assert!(!may_take(
             Policy::Classic,
             census(0, 1, 0),
-            Io,
-            false,
-            Turn::Reserved(Cpu)
+            (Io, false),
+            Turn::Reserved(Cpu),
+            true
         ));
         assert!(!may_take(
             Policy::Priority,
             census(0, 1, 1),
-            Io,
-            false,
-            Turn::Reserved(Cpu)
+            (Io, false),
+            Turn::Reserved(Cpu),
+            true
         ));
     }
 
@@ -704,11 +1065,23 @@ mod tests {
             Entry(2, Cpu, true),
             Entry(3, Io, false),
         ];
-        assert_eq!(designee(Policy::Priority, census(2, 2, 1), q.iter()), Some(&q[2]));
-        assert_eq!(designee(Policy::Priority, census(2, 2, 0), q.iter()), Some(&q[1]));
+        assert_eq!(
+            designee(Policy::Priority, census(2, 2, 1), Rotation::Open, q.iter()),
+            Some(&q[2])
+        );
+        assert_eq!(
+            designee(Policy::Priority, census(2, 2, 0), Rotation::Open, q.iter()),
+            Some(&q[1])
+        );
         // Classic: first come, first served.
-        assert_eq!(designee(Policy::Classic, census(4, 0, 0), q.iter()), Some(&q[0]));
-        assert_eq!(designee::<Entry>(Policy::Priority, census(0, 0, 0), [].iter()), None);
+        assert_eq!(
+            designee(Policy::Classic, census(4, 0, 0), Rotation::Open, q.iter()),
+            Some(&q[0])
+        );
+        assert_eq!(
+            designee::<Entry>(Policy::Priority, census(0, 0, 0), Rotation::Open, [].iter()),
+            None
+        );
     }
 
     #[test]
@@ -854,5 +1227,285 @@ mod tests {
         assert!(!defers_request(true, true));
         assert!(!defers_request(false, false));
         assert!(!defers_request(false, true));
+    }
+
+    /// A test clock: microseconds.
+    struct At(u64);
+
+    impl Elapsed<u64> for At {
+        fn now(&self) -> u64 {
+            self.0
+        }
+        fn passed(&self, since: u64, d: Duration) -> bool {
+            Duration::from_micros(self.0.saturating_sub(since)) >= d
+        }
+        fn left(&self, since: u64, d: Duration) -> Duration {
+            d.saturating_sub(Duration::from_micros(self.0.saturating_sub(since)))
+                .max(Duration::from_micros(1))
+        }
+    }
+
+    const INTERVAL: Duration = Duration::from_millis(5);
+
+    fn scene(holder: Holding, census: Census) -> Scene<u64> {
+        Scene {
+            interval: INTERVAL,
+            threshold: None,
+            holder,
+            census,
+            to_starve: None,
+        }
+    }
+
+    fn running(sn: u64, class: ThreadClass) -> Holding {
+        Holding::Running {
+            sn,
+            class,
+            slice: false,
+            owns_turn: false,
+        }
+    }
+
+    const INTERVAL_DUE: Option<Asked> = Some(Asked {
+        interval: true,
+        starving: false,
+    });
+
+    #[test]
+    fn with_nobody_waiting_nothing_is_timed() {
+        let mut t = Timers::default();
+        t.new_holder(1, 0);
+        let due = due(&At(1_000_000), &scene(running(1, Io), census(0, 0, 0)), &mut t);
+        assert_eq!(due, Due::default());
+        assert!(t.holder.is_none());
+    }
+
+    #[test]
+    fn a_holder_is_asked_after_an_interval_then_after_each_further_one() {
+        let mut t = Timers::default();
+        let sc = scene(running(1, Io), census(1, 0, 0));
+        t.first_waiter(1, 0);
+        let early = due(&At(4_000), &sc, &mut t);
+        assert_eq!((early.ask, early.next), (None, Some(Duration::from_millis(1))));
+        assert_eq!(due(&At(5_000), &sc, &mut t).ask, INTERVAL_DUE);
+        // Asked: it gets a whole interval to answer before the next request.
+        assert_eq!(due(&At(9_999), &sc, &mut t).ask, None);
+        assert_eq!(due(&At(10_000), &sc, &mut t).ask, INTERVAL_DUE);
+    }
+
+    #[test]
+    fn a_new_holder_gets_a_whole_interval() {
+        let mut t = Timers::default();
+        t.first_waiter(1, 0);
+        // Switch number 2 is seen first at 4 ms: timed from then.
+        let sc = scene(running(2, Io), census(1, 0, 0));
+        assert_eq!(due(&At(4_000), &sc, &mut t).ask, None);
+        assert_eq!(due(&At(8_999), &sc, &mut t).ask, None);
+        assert_eq!(due(&At(9_000), &sc, &mut t).ask, INTERVAL_DUE);
+    }
+
+    #[test]
+    fn a_holder_in_its_slice_is_asked_when_the_slice_is_over() {
+        let mut t = Timers::default();
+        t.new_holder(3, 0);
+        let holder = Holding::Running {
+            sn: 3,
+            class: Cpu,
+            slice: true,
+            owns_turn: false,
+        };
+        let sc = scene(holder, census(1, 0, 0));
+        assert_eq!(due(&At(999), &sc, &mut t).ask, None);
+        assert_eq!(due(&At(1_000), &sc, &mut t).ask, INTERVAL_DUE);
+    }
+
+    #[test]
+    fn a_lazily_released_call_is_taken_over_after_the_threshold() {
+        let mut t = Timers::default();
+        t.first_waiter(1, 0);
+        let mut sc = scene(Holding::InCall { sn: 1, gen: 7 }, census(0, 1, 0));
+        sc.threshold = Some(Duration::from_micros(100));
+        let first = due(&At(10), &sc, &mut t);
+        assert!(!first.take_over);
+        assert_eq!(first.next, Some(Duration::from_micros(100)));
+        assert!(!due(&At(109), &sc, &mut t).take_over);
+        let late = due(&At(110), &sc, &mut t);
+        assert!(late.take_over);
+        assert_eq!(late.ask, None, "the holder loses the lock: nothing to ask");
+        // Another call (a new generation) is timed afresh.
+        sc.holder = Holding::InCall { sn: 1, gen: 8 };
+        assert!(!due(&At(300), &sc, &mut t).take_over);
+    }
+
+    #[test]
+    fn a_holder_in_short_calls_is_still_asked_once_put_off_for_a_new_call() {
+        let mut t = Timers::default();
+        t.first_waiter(1, 0);
+        let mut sc = scene(Holding::InCall { sn: 1, gen: 1 }, census(0, 1, 0));
+        sc.threshold = Some(Duration::from_micros(100));
+        // Interval over, but this call is seen for the first time: put off.
+        let put_off = due(&At(5_000), &sc, &mut t);
+        assert_eq!(put_off.ask, None);
+        assert_eq!(put_off.next, Some(Duration::from_micros(100)));
+        // The next look finds a short call again (a new generation): asked.
+        sc.holder = Holding::InCall { sn: 1, gen: 2 };
+        assert_eq!(due(&At(5_050), &sc, &mut t).ask, INTERVAL_DUE);
+    }
+
+    #[test]
+    fn a_cpu_waiter_starves_after_the_bound_and_asks_unless_in_a_slice() {
+        let bound = starvation_bound(INTERVAL).as_micros() as u64;
+        for (holder, asks) in [
+            (running(9, Io), true),
+            (
+                Holding::Running {
+                    sn: 9,
+                    class: Cpu,
+                    slice: true,
+                    owns_turn: false,
+                },
+                false,
+            ),
+            (Holding::Free, false),
+        ] {
+            let mut t = Timers::default();
+            let mut sc = scene(holder, census(1, 1, 0));
+            sc.to_starve = Some(0);
+            let early = due(&At(bound - 1), &sc, &mut t);
+            assert!(!early.starve);
+            let late = due(&At(bound), &sc, &mut t);
+            assert!(late.starve);
+            let starving = Some(Asked {
+                interval: false,
+                starving: true,
+            });
+            assert_eq!(late.ask, if asks { starving } else { None }, "{holder:?}");
+        }
+    }
+
+    #[test]
+    fn the_starvation_bound_counts_from_the_cpu_class_last_turn() {
+        let bound = starvation_bound(INTERVAL).as_micros() as u64;
+        let mut t = Timers::default();
+        t.cpu_served(1_000);
+        let mut sc = scene(Holding::Free, census(0, 1, 0));
+        sc.to_starve = Some(0);
+        assert!(!due(&At(bound), &sc, &mut t).starve);
+        assert!(due(&At(bound + 1_000), &sc, &mut t).starve);
+    }
+
+    fn turn_holder(owns_turn: bool) -> Holding {
+        Holding::Running {
+            sn: 4,
+            class: if owns_turn { Cpu } else { Io },
+            slice: false,
+            owns_turn,
+        }
+    }
+
+    #[test]
+    fn a_turn_lasts_a_number_of_intervals() {
+        assert_eq!(turn_length(INTERVAL), INTERVAL * TURN_INTERVALS);
+        assert_eq!(turn_length(Duration::MAX), Duration::MAX);
+    }
+
+    #[test]
+    fn the_cpu_turn_ends_its_length_after_a_rival_came_and_its_owner_is_asked() {
+        let length = turn_length(INTERVAL).as_micros() as u64;
+        let mut t = Timers::default();
+        t.begin_turn(7, None);
+        // A rival CPU-class waiter: the turn is contested from this look.
+        // The owner keeps being preempted (a new switch number each look),
+        // so only the turn can end its run.
+        let mut sc = scene(turn_holder(true), census(0, 1, 0));
+        assert_eq!(due(&At(0), &sc, &mut t).ask, None);
+        sc.holder = Holding::Running {
+            sn: 5,
+            class: Cpu,
+            slice: false,
+            owns_turn: true,
+        };
+        let early = due(&At(length - 1), &sc, &mut t);
+        assert_eq!((early.ask, early.turn_over), (None, false));
+        sc.holder = Holding::Running {
+            sn: 6,
+            class: Cpu,
+            slice: false,
+            owns_turn: true,
+        };
+        let over = due(&At(length), &sc, &mut t);
+        assert_eq!((over.ask, over.turn_over), (INTERVAL_DUE, true));
+        assert!(t.turn().is_none());
+    }
+
+    #[test]
+    fn a_turn_that_ends_while_an_io_thread_holds_asks_nobody() {
+        let length = turn_length(INTERVAL).as_micros() as u64;
+        let mut t = Timers::default();
+        t.begin_turn(7, Some(0));
+        t.new_holder(4, length - 1_000);
+        let over = due(&At(length), &scene(turn_holder(false), census(0, 2, 0)), &mut t);
+        assert_eq!((over.ask, over.turn_over), (None, true));
+    }
+
+    #[test]
+    fn an_uncontested_turn_goes_on() {
+        let mut t = Timers::default();
+        t.begin_turn(7, Some(0));
+        t.turn_mut().expect("a turn").queued = Some(3);
+        t.new_holder(4, 0);
+        // The only CPU-class waiter is the owner itself, queued.
+        let sc = scene(turn_holder(false), census(1, 1, 0));
+        let d = due(&At(60_000), &sc, &mut t);
+        assert!(!d.turn_over);
+        assert_eq!(t.turn().expect("still a turn").contested, None);
+    }
+
+    #[test]
+    fn the_next_look_is_at_the_soonest_due() {
+        let mut t = Timers::default();
+        t.first_waiter(1, 0);
+        t.begin_turn(7, Some(0));
+        let mut sc = scene(running(1, Io), census(0, 2, 0));
+        sc.to_starve = Some(5_000);
+        assert_eq!(TURN_INTERVALS, 4, "the figures below");
+        // Interval at 5 ms, the turn at 20 ms, starvation at 25 ms.
+        assert_eq!(due(&At(2_500), &sc, &mut t).next, Some(Duration::from_micros(2_500)));
+        assert!(t.turn().is_some());
+        // Asked at 5, 10 and 16 ms; at 17 ms the turn's end is next, at 20 ms.
+        for at in [5_000, 10_000, 16_000] {
+            assert_eq!(due(&At(at), &sc, &mut t).ask, INTERVAL_DUE);
+        }
+        assert_eq!(due(&At(17_000), &sc, &mut t).next, Some(Duration::from_millis(3)));
+        // The turn is over at 20 ms (its owner asked): the holder's next
+        // interval at 21 ms, then starvation at 25 ms.
+        let over = due(&At(20_000), &sc, &mut t);
+        assert!(over.turn_over);
+        assert_eq!(over.next, Some(Duration::from_millis(1)));
+        assert_eq!(due(&At(21_000), &sc, &mut t).next, Some(Duration::from_millis(4)));
+    }
+
+    #[test]
+    fn a_cpu_waiter_other_than_the_owner_may_not_take_while_the_turn_is_on() {
+        let p = Policy::Priority;
+        assert!(!may_take(p, census(0, 2, 0), (Cpu, false), Turn::Open, false));
+        assert!(may_take(p, census(0, 2, 0), (Cpu, false), Turn::Open, true));
+        // I/O-class threads and starving waiters are not held back by it.
+        assert!(may_take(p, census(0, 2, 0), (Io, false), Turn::Open, false));
+        assert!(may_take(p, census(0, 2, 1), (Cpu, true), Turn::Open, false));
+    }
+
+    #[test]
+    fn the_designee_among_cpu_waiters_is_the_turns_owner() {
+        let q = [Entry(0, Cpu, false), Entry(1, Cpu, false), Entry(2, Cpu, false)];
+        let p = Policy::Priority;
+        let c = census(0, 3, 0);
+        assert_eq!(designee(p, c, Rotation::Queued(2), q.iter()), Some(&q[2]));
+        // The owner is on its way back: nobody else is woken for the lock.
+        assert_eq!(designee(p, c, Rotation::Away, q.iter()), None);
+        assert_eq!(designee(p, c, Rotation::Open, q.iter()), Some(&q[0]));
+        // An I/O-class waiter still goes first.
+        let q = [Entry(0, Cpu, false), Entry(1, Io, false)];
+        assert_eq!(designee(p, census(1, 1, 0), Rotation::Queued(0), q.iter()), Some(&q[1]));
     }
 }

@@ -3,11 +3,16 @@
 //! takes over the lock's bookkeeping; a release with waiters wakes the
 //! next and, with forced switching, waits for a switch. The room's own
 //! bookkeeping is `room.rs`; the rules are [`crate::policy`]'s.
+//!
+//! The lock word's `WAITERS` bit ("the room is not empty: come through the
+//! mutex") is changed here only: set when a waiter joins or a drop request
+//! is raised, cleared when the last waiter leaves, and cleared and set back
+//! around the watch of the room's only waiter ([`Gil::step_out_of_word`]).
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::room::{Slow, WaitRoom, Waiter};
 use super::word::WAITERS;
@@ -40,6 +45,11 @@ impl Gil {
             hot.acquisitions(),
             cond,
         );
+        if room.queue().len() == 1 {
+            // The first waiter: the holder's interval (and its call, if it
+            // is in one) is timed from now, whatever was timed before.
+            room.timers_mut().first_waiter(hot.switch_number(), w.since());
+        }
         // Acquire: pairs with the previous releaser's Release, so `owner`
         // reads below see its clearing store, hence 0 or the current holder.
         hot.word().set_waiters();
@@ -58,8 +68,8 @@ impl Gil {
         // whoever takes over that job is woken to do it.
         let was_designee = room.designee(policy).is_some_and(|d| d.ticket() == w.ticket());
         let was_timing_starvation = room.first_to_starve(policy, w);
-        let starving = room.remove(w);
-        if !self.inner.tuning.monitored() && room.census().waiters() > 0 {
+        let starving = room.remove(w, with_lock);
+        if !self.monitor_keeps_time(room) && room.census().waiters() > 0 {
             room.wake_timekeepers(policy, was_designee, was_timing_starvation || starving);
         }
         if room.census().waiters() == 0 {
@@ -83,13 +93,22 @@ impl Gil {
     /// (`try_acquire`).
     pub(super) fn may_take_now(&self, token: Token, class: ThreadClass, room: &mut WaitRoom) -> bool {
         let turn = self.turn(room, None, token);
-        policy::may_take(self.inner.tuning.policy(), room.census(), class, false, turn)
+        let rotation = room.my_rotation(token, None);
+        policy::may_take(
+            self.inner.tuning.policy(),
+            room.census(),
+            (class, false),
+            turn,
+            rotation,
+        )
     }
 
     /// Whether waiter `w` may take the free lock now.
     pub(super) fn may_take_queued(&self, room: &mut WaitRoom, w: &Waiter<'_>) -> bool {
         let turn = self.turn(room, Some(w.ticket()), w.token());
-        policy::may_take(self.inner.tuning.policy(), room.census(), w.class(), w.starving(), turn)
+        let rotation = room.my_rotation(w.token(), Some(w.ticket()));
+        let me = (w.class(), room.is_starving(w.ticket()));
+        policy::may_take(self.inner.tuning.policy(), room.census(), me, turn, rotation)
     }
 
     /// Where the designee stands for `token`, the waiter with `ticket`
@@ -114,6 +133,24 @@ impl Gil {
         } else {
             Turn::Open
         }
+    }
+
+    /// The room's only waiter steps out of the lock word for a watch
+    /// (`Gil::spin_while_io_holds`): `WAITERS` is cleared, so that the
+    /// holder's calls meanwhile take the fast paths; whether it did (not
+    /// while a drop request is pending, or others wait).
+    pub(super) fn step_out_of_word(&self, room: &WaitRoom) -> bool {
+        let out = room.census().waiters() == 1 && !self.inner.room.drop_requested();
+        if out {
+            self.inner.hot.word().clear_waiters();
+        }
+        out
+    }
+
+    /// The watcher that stepped out is back, under the mutex: `WAITERS` is
+    /// set again before it looks at the word.
+    pub(super) fn step_back_into_word(&self) {
+        self.inner.hot.word().set_waiters();
     }
 
     /// Raises the drop request for waiter `w`. If the host's callback
@@ -166,8 +203,9 @@ impl Gil {
 
     /// The lock word was just won under the mutex: a new holder starts with
     /// no drop request (CPython clears the bit in `take_gil`), and forced
-    /// releasers waiting for a switch are told to look. A CPU-class taker
-    /// is the CPU class's turn; a waiter that `starved` starts its slice.
+    /// releasers waiting for a switch are told to look. Its interval is
+    /// timed from now; a CPU-class taker is the CPU class's turn (see
+    /// `WaitRoom::took`); a waiter that `starved` starts its slice.
     pub(super) fn took_over_under_mutex(
         &self,
         token: Token,
@@ -183,38 +221,17 @@ impl Gil {
         if self.inner.tuning.laps() > 0 {
             laps::record(self.id(), token.get(), hot.acquisitions());
         }
-        if class == ThreadClass::Cpu {
-            room.cpu_served_now();
-        }
         if starved {
             hot.start_slice();
-            room.start_slice(hot.switch_number());
         }
+        let turns = self.inner.tuning.policy() == crate::Policy::Priority;
+        room.took(token, class, hot.switch_number(), turns);
         self.observe_acquire(token);
-        if self.inner.tuning.monitored() {
-            self.watch_new_holder(room);
-        }
         if starved {
             self.time_the_slice(room);
         }
         if room.switch_awaited() {
             slow.notify_switch();
-        }
-    }
-
-    /// How much of the holder's slice is left, if the holder (switch number
-    /// `sn`) is in one: zero once it is over.
-    pub(super) fn slice_left(&self, room: &WaitRoom, sn: u64) -> Option<Duration> {
-        match room.slice() {
-            Some((n, start)) if n == sn && self.inner.hot.holder_class().1 => {
-                let length = policy::slice(self.interval());
-                Some(if room.clock().passed(start, length) {
-                    Duration::ZERO
-                } else {
-                    room.clock().left(start, length)
-                })
-            }
-            _ => None,
         }
     }
 
@@ -245,6 +262,9 @@ impl Gil {
         if let Some(class) = policy::class_after_request(policy, reason, requested, asked, held_as) {
             class::remember(self.id(), token.get(), class);
         }
+        // Made to let go only for an I/O-class thread: back for its turn.
+        let preempted = reason == ReleaseReason::Forced && requested && asked == policy::Asked::default();
+        room.let_go(token, preempted);
         hot.word().unlock();
         room.wake_next(policy);
         if !policy::waits_for_switch(reason, requested) || room.census().waiters() == 0 {

@@ -18,8 +18,9 @@
 //! |----------------|------------------------------------------------------------------------|
 //! | `mod.rs`       | [`Gil`]: the public calls, the uncontended paths, queries, counters   |
 //! | `handoff.rs`   | under the room's mutex: join / leave, whose turn it is, drop requests, a new holder, a release that wakes the next, forced switching |
-//! | `wait.rs`      | waiting: one loop for every waiter, and the time a waiter keeps itself  |
-//! | `monitor.rs`   | the time the monitor keeps instead: what a look at a lock does         |
+//! | `wait.rs`      | waiting: one loop for every waiter                                     |
+//! | `look.rs`      | one look at the lock's clock ([`policy::due`]), by a waiter or the monitor |
+//! | `monitor.rs`   | the monitor: which locks it watches, and its looks                     |
 //! | `monitor/process.rs` | the process-wide monitor thread that keeps the time         |
 //! | `lazy.rs`      | lazy release                                                           |
 //! | `observe.rs`   | event hooks, histograms and accounts: turning them on, feeding them    |
@@ -42,6 +43,7 @@ mod counters;
 mod fork;
 mod handoff;
 mod lazy;
+mod look;
 pub(crate) mod monitor;
 mod observe;
 mod observers;

@@ -17,18 +17,13 @@
 //! # Keeping time
 //!
 //! The monitor thread looks at each lock that has waiters when something is
-//! due, and does under the lock's mutex what waiters do for themselves
-//! elsewhere:
-//! * the holder has run a whole switch interval since it took the lock (or
-//!   since the first waiter came) without a switch: a drop request, also
-//!   while it is in a lazily released call (it answers at its next release);
-//! * the first CPU-class waiter has waited [`STARVATION_INTERVALS`](crate::STARVATION_INTERVALS)
-//!   intervals ([`policy::starvation_bound`]), counted from its arrival or
-//!   the CPU class's last turn ([`policy::starvation_start`]), and nobody
-//!   starves yet: it is marked starving, goes first, and the holder is
-//!   asked to drop;
-//! * the holder's lazily released system call has lasted the threshold: the
-//!   lock is taken from it and handed to the designee.
+//! due: one look ([`Gil::look_locked`]) hands what it sees to
+//! [`policy::due`], which says what is due (a drop request after the
+//! holder's interval or slice, a takeover of a long lazily released call,
+//! a starving CPU-class waiter, the end of the CPU class's turn) and when
+//! to look next. A waiter of a lock without the monitor takes the same
+//! look when it wakes: the rules and the timers are the same, only who
+//! looks differs.
 //!
 //! A lock joins the monitor's list when its first waiter comes and leaves it
 //! at the first look that finds no waiter. With no lock in the list the
@@ -48,40 +43,24 @@
 //! survive the fork); the child gets its own at its first wait, as the
 //! parent did. No `pthread_atfork` handler is involved: one registered
 //! lazily can miss a fork that races with its registration. If the thread
-//! cannot be started, waiters keep the time themselves with the same code
-//! ([`Gil::monitor_pass_locked`]).
+//! cannot be started, waiters keep the time themselves with the same look
+//! ([`Gil::look_locked`]).
 //!
 //! Under loom there is no thread: the model's clock thread runs the same
 //! pass (`Gil::loom_tick`).
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Duration;
 
-use super::room::{WaitRoom, Waiter};
-use super::word::{generation, LOCKED, SYSCALL};
+use super::room::WaitRoom;
+use super::word::SYSCALL;
 use super::Gil;
-use crate::policy;
-use crate::sync::MutexGuard;
 
 impl Gil {
-    /// A monitored lock just changed hands under the mutex: time the new holder.
-    pub(super) fn watch_new_holder(&self, room: &mut WaitRoom) {
-        let now = room.clock().now();
-        room.monitor_mut().0.new_holder(self.inner.hot.switch_number(), now);
-    }
-
-    /// Waiter `w` has just joined: makes sure the monitor watches the lock.
-    pub(super) fn monitor_joined(&self, room: &mut WaitRoom, w: &Waiter) {
-        if room.queue().len() == 1 {
-            // The first waiter: the holder's interval (and its call, if it
-            // is in one) is timed from now, even if the lock is still in the
-            // monitor's list with a schedule made for earlier waiters.
-            let sn = self.inner.hot.switch_number();
-            room.monitor_mut().0.first_waiter(sn, w.since());
-        }
+    /// A waiter has just joined: makes sure the monitor watches the lock.
+    pub(super) fn monitor_joined(&self, room: &mut WaitRoom) {
         if room.monitor().registered() != Some(process::id()) {
             let registered = process::watch(self).then(process::id);
-            room.monitor_mut().0.set_registered(registered);
+            room.monitor_mut().set_registered(registered);
         } else {
             // Still in the monitor's list, but its schedule was made before
             // this waiter came: the holder may be in a system call nobody
@@ -91,135 +70,33 @@ impl Gil {
         }
     }
 
-    /// One round's wait of a waiter of a monitored lock: until it is woken
-    /// (a release, a look of the monitor's), or, with an abort check to ask
-    /// (`abortable`), for at most a switch interval. Without a monitor
-    /// thread the waiter takes the monitor's look itself and waits until
-    /// the next one is due. Whether the wait timed out.
-    pub(super) fn wait_for_monitor(
-        &self,
-        room: &mut MutexGuard<'_, WaitRoom>,
-        w: &Waiter<'_>,
-        abortable: bool,
-    ) -> bool {
-        if room.monitor().registered().is_none() {
-            // No monitor thread: keep the time ourselves.
-            let next = self.monitor_pass_locked(room).unwrap_or_else(|| self.interval());
-            w.wait(room, true, next)
-        } else {
-            w.wait(room, abortable, self.interval())
-        }
+    /// Whether a monitor thread keeps this lock's time now: a monitored
+    /// lock whose waiters could not start one keep it themselves.
+    pub(super) fn monitor_keeps_time(&self, room: &WaitRoom) -> bool {
+        self.inner.tuning.monitored() && room.monitor().registered().is_some()
     }
 
-    /// One look at a monitored lock, under its mutex: raises what is due
-    /// (see the module docs) and returns how soon to look again, or `None`
-    /// if the lock has no waiter (it then leaves the monitor's list).
+    /// The monitor's look at a lock, under its mutex (see [`Gil::look_locked`]):
+    /// raises the drop request if one is due, and returns how soon to look
+    /// again, or `None` if the lock has no waiter (it then leaves the
+    /// monitor's list). A panicking host callback was caught; the flag is
+    /// up, and the monitor has nobody to hand the panic to.
     pub(super) fn monitor_pass_locked(&self, room: &mut WaitRoom) -> Option<Duration> {
-        if room.queue().is_empty() {
-            room.monitor_mut().0.clear();
-            return None;
+        let due = self.look_locked(room);
+        if due.ask.is_some() {
+            let _ = self.request_drop(None);
         }
-        let interval = self.interval();
-        let now = room.clock().now();
-        let mut next = interval;
-
-        // A lazily released system call that outlasted the threshold.
-        let s = self.inner.hot.word().load(Acquire);
-        let mut new_episode = false;
-        match self.inner.tuning.lazy_release() {
-            Some(threshold) if s & SYSCALL != 0 => {
-                let gen = generation(s);
-                let (m, clock) = room.monitor_mut();
-                let since;
-                (new_episode, since) = m.episode_since(gen, clock);
-                if new_episode {
-                    next = next.min(threshold);
-                } else if room.clock().passed(since, threshold) {
-                    self.take_over_system_call(s, room);
-                } else {
-                    next = next.min(room.clock().left(since, threshold));
-                }
-            }
-            _ => room.monitor_mut().0.end_episode(),
+        if due.next.is_none() {
+            room.monitor_mut().set_registered(None);
         }
-
-        // The starvation bound: the first CPU-class waiter, while nobody
-        // starves, timed from its arrival or the CPU class's last turn.
-        let (mut ask, mut starved) = (false, false);
-        if let Some(i) = policy::next_to_starve(self.inner.tuning.policy(), room.census(), room.queue().iter()) {
-            let bound = policy::starvation_bound(interval);
-            let since = policy::starvation_start(room.queue()[i].since(), room.cpu_served());
-            if room.clock().passed(since, bound) {
-                let ticket = room.queue()[i].ticket();
-                room.mark_starving(ticket);
-                self.inner.tally.starvation_promotion();
-                ask = true;
-                starved = true;
-            } else {
-                next = next.min(room.clock().left(since, bound));
-            }
-        }
-
-        // The switch interval.
-        let mut interval_due = false;
-        let sn = self.inner.hot.switch_number();
-        match room.monitor().watch() {
-            Some((w, since)) if w == sn => {
-                let hold = policy::runs_for(interval, self.inner.hot.holder_class().1);
-                if room.clock().passed(since, hold) {
-                    if policy::defers_request(new_episode, room.monitor().deferred()) {
-                        room.monitor_mut().0.defer();
-                    } else {
-                        ask = true;
-                        interval_due = true;
-                        room.monitor_mut().0.rewatch(sn, now);
-                    }
-                } else {
-                    next = next.min(room.clock().left(since, hold));
-                }
-            }
-            _ => {
-                room.monitor_mut().0.rewatch(sn, now);
-            }
-        }
-
-        if ask {
-            let s = self.inner.hot.word().load(Relaxed);
-            if s & LOCKED == 0 {
-                // Free: make sure whoever goes first now is awake.
-                room.wake_next(self.inner.tuning.policy());
-            } else if interval_due || !self.inner.hot.holder_class().1 {
-                // Held (a holder in its slice only once the slice is
-                // over), or reserved for a holder in a lazily released call:
-                // then only the flag goes up, answered at its next release
-                // (a thread in short calls most of the time is asked too).
-                // A panicking host callback was caught; the flag is up, and
-                // the monitor has nobody to hand the panic to.
-                room.note_request(interval_due, starved);
-                let _ = self.request_drop(None);
-            }
-        }
-        Some(next)
-    }
-
-    /// Takes the lock from the holder's lazily released system call (state
-    /// `s`) and hands it to the designee. The thread in the call finds it
-    /// gone when it comes back, and waits like anyone else.
-    fn take_over_system_call(&self, s: u64, room: &mut WaitRoom) {
-        if !self.inner.hot.word().take_over_call(s, true) {
-            return; // it came back (or the state moved): nothing to take
-        }
-        self.inner.tally.lazy_takeover();
-        room.monitor_mut().0.end_episode();
-        self.observe_takeover(None);
-        room.wake_next(self.inner.tuning.policy());
+        due.next
     }
 
     /// Makes the monitor look at this lock as soon as something may be due:
     /// within the lazy-release threshold if the holder is in a system call,
     /// else within the switch interval. Nothing if it will look by then.
     pub(super) fn ask_monitor_to_look(&self) {
-        let in_call = self.inner.hot.word().load(Relaxed) & SYSCALL != 0;
+        let in_call = self.inner.hot.word().load(std::sync::atomic::Ordering::Relaxed) & SYSCALL != 0;
         let within = match self.inner.tuning.lazy_release() {
             Some(threshold) if in_call => threshold,
             _ => self.interval(),

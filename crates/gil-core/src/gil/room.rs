@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::class::ThreadClass;
-use crate::policy::{self, Asked, Candidate, Census};
+use crate::policy::{self, Asked, Candidate, Census, Elapsed, Rotation, Timers};
 use crate::sync::{AtomicBool, AtomicPtr, Clock, Clocked, Condvar, Mutex, MutexGuard, Stamp};
 use crate::{Policy, Token};
 
@@ -126,19 +126,16 @@ pub(super) struct WaitRoom {
     /// The designee seen last (its ticket), and since when it has been the
     /// designee: the hand-off bound is timed from then.
     head: Option<(u64, Stamp)>,
-    /// When a CPU-class thread last took the lock while others waited: the
-    /// CPU class's last turn, from which the starvation bound runs
-    /// ([`policy::starvation_start`]).
-    cpu_served: Option<Stamp>,
-    /// The slice under way: its holder's switch number, and when it began
-    /// ([`policy::slice`]).
-    slice: Option<(u64, Stamp)>,
+    /// The lock's one timing state: what [`policy::due`] times (the
+    /// holder's interval or slice, its lazily released call, the
+    /// starvation bound, the CPU class's turn).
+    timers: Timers<Stamp>,
     /// Forced releasers waiting for somebody to take over.
     switch_waiters: usize,
     /// Why the pending drop request was raised, as far as it tells about
     /// the holder: see [`policy::class_after_request`].
     asked: Asked,
-    /// Monitored locks: the monitor's timing.
+    /// Monitored locks: whether the monitor thread watches the lock.
     monitor: MonitorRoom,
     /// The protocol's clock (under loom, the model's ticks).
     clock: Clock,
@@ -215,6 +212,9 @@ impl Candidate for Queued {
     fn starving(&self) -> bool {
         self.starving
     }
+    fn ticket(&self) -> u64 {
+        self.ticket
+    }
 }
 
 impl Queued {
@@ -260,9 +260,43 @@ impl WaitRoom {
         &self.clock
     }
 
-    /// The monitor's share (`monitor.rs` keeps it), with the clock it times by.
-    pub(super) fn monitor_mut(&mut self) -> (&mut MonitorRoom, &Clock) {
-        (&mut self.monitor, &self.clock)
+    /// The monitor's share (`monitor.rs` keeps it).
+    pub(super) fn monitor_mut(&mut self) -> &mut MonitorRoom {
+        &mut self.monitor
+    }
+
+    /// The lock's timers.
+    pub(super) fn timers_mut(&mut self) -> &mut Timers<Stamp> {
+        &mut self.timers
+    }
+
+    /// One look at the lock seeing `scene`: what is due ([`policy::due`]).
+    pub(super) fn due(&mut self, scene: &policy::Scene<Stamp>) -> policy::Due {
+        policy::due(&self.clock, scene, &mut self.timers)
+    }
+
+    /// Where the CPU class's turn stands: queued, or (not queued) holding
+    /// the lock or on its way back to it.
+    pub(super) fn rotation(&self) -> Rotation {
+        match self.timers.turn() {
+            None => Rotation::Open,
+            Some(t) => t.queued.map_or(Rotation::Away, Rotation::Queued),
+        }
+    }
+
+    /// Whether `token` may take a free lock as far as the CPU class's turn
+    /// goes, queued with `ticket` (or not queued).
+    pub(super) fn my_rotation(&self, token: Token, ticket: Option<u64>) -> bool {
+        match self.rotation() {
+            Rotation::Open => true,
+            Rotation::Queued(t) => Some(t) == ticket,
+            Rotation::Away => ticket.is_none() && self.turn_owner() == Some(token.get()),
+        }
+    }
+
+    /// The token whose turn it is, if the CPU class's turn is under way.
+    pub(super) fn turn_owner(&self) -> Option<usize> {
+        self.timers.turn().map(|t| t.owner)
     }
 
     /// The monitor's share, to read.
@@ -294,6 +328,14 @@ impl WaitRoom {
             timed: false,
             cond: CondRef(cond),
         });
+        if let Some(turn) = self.timers.turn_mut() {
+            if turn.owner == token.get() {
+                turn.queued = Some(ticket);
+            } else if class == ThreadClass::Cpu && turn.contested.is_none() {
+                // A rival for the turn: it ends an interval from now.
+                turn.contested = Some(since);
+            }
+        }
         if self.designee(policy).is_some_and(|d| d.ticket == ticket) {
             // The hand-off bound is timed from now (see `designee_since`).
             self.head = Some((ticket, since));
@@ -303,21 +345,42 @@ impl WaitRoom {
             class,
             started,
             since,
-            starving: false,
             ticket,
             cond,
         }
     }
 
-    /// Waiter `w` leaves the queue and the census: whether it was starving.
-    pub(super) fn remove(&mut self, w: &Waiter<'_>) -> bool {
+    /// Waiter `w` leaves the queue and the census, with the lock or
+    /// without it: whether it was starving. The CPU class's turn ends when
+    /// its owner gives up waiting, and when nobody is left to take turns
+    /// with.
+    pub(super) fn remove(&mut self, w: &Waiter<'_>, with_lock: bool) -> bool {
         let at = self
             .queue
             .binary_search_by_key(&w.ticket, |q| q.ticket)
             .expect("a waiter's entry stays queued until it leaves");
         let starving = self.queue.remove(at).expect("position is in range").starving;
         self.census.leave(w.class, starving);
+        if let Some(turn) = self.timers.turn_mut() {
+            if turn.queued == Some(w.ticket) {
+                turn.queued = None;
+                if !with_lock {
+                    self.timers.end_turn();
+                }
+            }
+        }
+        if self.census.waiters() == 0 {
+            self.timers.end_turn();
+        }
         starving
+    }
+
+    /// Whether the waiter with `ticket` is starving (marked by whoever
+    /// looked at the lock).
+    pub(super) fn is_starving(&self, ticket: u64) -> bool {
+        self.queue
+            .binary_search_by_key(&ticket, |q| q.ticket)
+            .is_ok_and(|at| self.queue[at].starving)
     }
 
     /// The designee under `policy`, as (ticket, class, the acquisition
@@ -369,25 +432,36 @@ impl WaitRoom {
         std::mem::take(&mut self.asked)
     }
 
-    /// A CPU-class thread took the lock while others waited: the CPU
-    /// class's turn, now.
-    pub(super) fn cpu_served_now(&mut self) {
-        self.cpu_served = Some(self.clock.now());
+    /// `token`, of `class`, took the lock under the mutex (switch number
+    /// `sn`): its interval (or slice) is timed from now. A CPU-class taker
+    /// is the CPU class's turn, as the starvation bound counts it, and
+    /// (`turns`: priority policy) begins its own turn of the CPU class,
+    /// unless it is its turn already, if another CPU-class thread waits
+    /// to take turns with it.
+    pub(super) fn took(&mut self, token: Token, class: ThreadClass, sn: u64, turns: bool) {
+        let now = self.clock.now();
+        self.timers.new_holder(sn, now);
+        if class != ThreadClass::Cpu {
+            return;
+        }
+        self.timers.cpu_served(now);
+        if !turns {
+            return;
+        }
+        match self.timers.turn_mut() {
+            Some(turn) if turn.owner == token.get() => turn.queued = None,
+            _ if self.census.cpu() > 0 => self.timers.begin_turn(token.get(), Some(now)),
+            _ => self.timers.end_turn(),
+        }
     }
 
-    /// When the CPU class last had its turn, if it has had one.
-    pub(super) fn cpu_served(&self) -> Option<Stamp> {
-        self.cpu_served
-    }
-
-    /// The holder with switch number `sn` starts its slice now.
-    pub(super) fn start_slice(&mut self, sn: u64) {
-        self.slice = Some((sn, self.clock.now()));
-    }
-
-    /// The slice under way: its holder's switch number, and when it began.
-    pub(super) fn slice(&self) -> Option<(u64, Stamp)> {
-        self.slice
+    /// `token` let go of the lock under the mutex: made to, for an
+    /// I/O-class thread (`preempted`), it keeps the CPU class's turn if it
+    /// had it, and comes back for it; any other release ends its turn.
+    pub(super) fn let_go(&mut self, token: Token, preempted: bool) {
+        if !preempted && self.turn_owner() == Some(token.get()) {
+            self.timers.end_turn();
+        }
     }
 
     /// A forced releaser starts (`true`) or stops waiting for a switch.
@@ -415,7 +489,7 @@ impl WaitRoom {
 
     /// The waiter a free lock goes to under `policy` ([`policy::designee`]).
     pub(super) fn designee(&self, policy: Policy) -> Option<&Queued> {
-        policy::designee(policy, self.census, self.queue.iter())
+        policy::designee(policy, self.census, self.rotation(), self.queue.iter())
     }
 
     /// Wakes the waiter that should go next: the designee.
@@ -430,7 +504,7 @@ impl WaitRoom {
     /// the line, so an I/O-class one (most waiters in a busy server) never
     /// pays for its length.
     pub(super) fn first_to_starve(&self, policy: Policy, w: &Waiter) -> bool {
-        policy::may_starve(policy, w.class, w.starving)
+        policy::may_starve(policy, w.class, self.is_starving(w.ticket))
             && policy::next_to_starve(policy, self.census, self.queue.iter())
                 .is_some_and(|i| self.queue[i].ticket == w.ticket)
     }
@@ -470,9 +544,6 @@ pub(super) struct Waiter<'c> {
     started: Instant,
     /// When it joined, on the protocol's clock (the starvation bound).
     since: Stamp,
-    /// Past the starvation bound, as marked by itself (plain room; the
-    /// monitor marks only the queue entry, which is what counts).
-    starving: bool,
     /// Its place in the queue.
     ticket: u64,
     /// Its own condition variable, on its stack, which its queue entry
@@ -501,19 +572,9 @@ impl Waiter<'_> {
         self.since
     }
 
-    /// Past the starvation bound, as marked by itself.
-    pub(super) fn starving(&self) -> bool {
-        self.starving
-    }
-
     /// Its place in the queue.
     pub(super) fn ticket(&self) -> u64 {
         self.ticket
-    }
-
-    /// It has passed the starvation bound, as it sees for itself (plain room).
-    pub(super) fn mark_starving(&mut self) {
-        self.starving = true;
     }
 
     /// Waits on its condition variable for at most `timeout` if it keeps
@@ -543,20 +604,14 @@ pub(super) fn first_seen(slot: &mut Option<(u64, Stamp)>, key: u64, clock: &Cloc
     }
 }
 
-/// The monitor's share of a [`WaitRoom`]: what `monitor.rs` times.
+/// The monitor's share of a [`WaitRoom`]: whether its thread watches the
+/// lock. (What it times is the room's [`Timers`], as for everyone.)
 #[derive(Default)]
 pub(super) struct MonitorRoom {
     /// The lock is in the monitor thread's list: the process (`process::id`)
     /// whose monitor lists it. A fork child inherits its parent's value,
     /// and the parent's monitor thread is not there.
     registered: Option<u32>,
-    /// The holder being timed: its switch number, and since when.
-    watch: Option<(u64, Stamp)>,
-    /// Lazy release: the system-call episode being timed (generation, first seen).
-    episode: Option<(u64, Stamp)>,
-    /// The interval's drop request was put off once because the holder was
-    /// in a call first seen at that look (see `monitor_pass_locked`).
-    deferred: bool,
 }
 
 impl MonitorRoom {
@@ -569,55 +624,17 @@ impl MonitorRoom {
     pub(super) fn set_registered(&mut self, process: Option<u32>) {
         self.registered = process;
     }
+}
 
-    /// The lock has left the monitor's list: nothing is timed.
-    pub(super) fn clear(&mut self) {
-        *self = MonitorRoom::default();
+/// The protocol's clock, as [`policy::due`] reads it.
+impl Elapsed<Stamp> for Clock {
+    fn now(&self) -> Stamp {
+        Clock::now(self)
     }
-
-    /// The holder being timed (its switch number) and since when.
-    pub(super) fn watch(&self) -> Option<(u64, Stamp)> {
-        self.watch
+    fn passed(&self, since: Stamp, d: Duration) -> bool {
+        Clock::passed(self, since, d)
     }
-
-    /// Whether the interval's drop request has been put off once.
-    pub(super) fn deferred(&self) -> bool {
-        self.deferred
-    }
-
-    /// A new holder (switch number `sn`), timed from `now`.
-    pub(super) fn new_holder(&mut self, sn: u64, now: Stamp) {
-        self.watch = Some((sn, now));
-    }
-
-    /// The first waiter came at `since`: the holder `sn` and its call are
-    /// timed afresh from then.
-    pub(super) fn first_waiter(&mut self, sn: u64, since: Stamp) {
-        self.watch = Some((sn, since));
-        self.episode = None;
-        self.deferred = false;
-    }
-
-    /// The interval's request is put off once.
-    pub(super) fn defer(&mut self) {
-        self.deferred = true;
-    }
-
-    /// The holder `sn` is timed from `now`, a new interval.
-    pub(super) fn rewatch(&mut self, sn: u64, now: Stamp) {
-        self.deferred = false;
-        self.watch = Some((sn, now));
-    }
-
-    /// The system-call episode `gen`: whether it is new, and since when it
-    /// has been seen (now, if new).
-    pub(super) fn episode_since(&mut self, gen: u64, clock: &Clock) -> (bool, Stamp) {
-        let new = self.episode.is_none_or(|(g, _)| g != gen);
-        (new, first_seen(&mut self.episode, gen, clock))
-    }
-
-    /// No system call is being timed.
-    pub(super) fn end_episode(&mut self) {
-        self.episode = None;
+    fn left(&self, since: Stamp, d: Duration) -> Duration {
+        Clock::left(self, since, d)
     }
 }

@@ -117,6 +117,9 @@ pub struct Outcome {
     pub io_units: u64,
     /// Work units the CPU threads did, together.
     pub cpu_units: u64,
+    /// Work units each CPU thread did, in thread order; they add up to
+    /// `cpu_units`.
+    pub cpu_thread_units: Vec<u64>,
     /// The lock's counters at the end.
     pub counters: Counters,
     /// The trace, if the scenario asked for one.
@@ -156,6 +159,19 @@ impl Outcome {
     /// CPU work units per second, all CPU threads together.
     pub fn cpu_units_per_s(&self) -> f64 {
         self.cpu_units as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// How evenly the CPU threads shared the work: the smallest and the
+    /// largest share of one thread in the CPU work, as fractions of the
+    /// whole; `None` with fewer than two CPU threads, or no work done.
+    pub fn cpu_shares(&self) -> Option<(f64, f64)> {
+        let units = &self.cpu_thread_units;
+        if units.len() < 2 || self.cpu_units == 0 {
+            return None;
+        }
+        let total = self.cpu_units as f64;
+        let (&min, &max) = (units.iter().min()?, units.iter().max()?);
+        Some((min as f64 / total, max as f64 / total))
     }
 
     /// The spread of the round trips across the I/O threads; `None` without
@@ -324,10 +340,11 @@ pub fn run(scenario: &Scenario) -> io::Result<Outcome> {
         let result = handle.join().map_err(|_| joined("I/O thread"));
         io_results.push((i, result, peer.join()));
     }
-    let mut cpu_units = 0;
+    let mut cpu_thread_units = Vec::with_capacity(cpu.len());
     for t in cpu {
-        cpu_units += t.join().map_err(|_| joined("CPU thread"))?;
+        cpu_thread_units.push(t.join().map_err(|_| joined("CPU thread"))?);
     }
+    let cpu_units = cpu_thread_units.iter().sum();
     let mut round_trips = Vec::new();
     let mut io_round_trips = Vec::with_capacity(io_results.len());
     let mut io_units = 0;
@@ -365,6 +382,7 @@ pub fn run(scenario: &Scenario) -> io::Result<Outcome> {
         io_round_trips,
         io_units,
         cpu_units,
+        cpu_thread_units,
         counters: gil.counters(),
         trace,
     })
@@ -381,6 +399,7 @@ mod tests {
             io_round_trips,
             io_units: 0,
             cpu_units: 10,
+            cpu_thread_units: vec![10],
             counters: Counters::default(),
             trace: None,
         }
@@ -409,6 +428,16 @@ mod tests {
         let idle = outcome(Vec::new(), vec![0, 0]).io_fairness().unwrap();
         assert_eq!(idle.cv, 0.0);
         assert_eq!(outcome(Vec::new(), Vec::new()).io_fairness(), None);
+    }
+
+    #[test]
+    fn cpu_shares_are_the_least_and_greatest_fraction_of_the_work() {
+        let mut o = outcome(Vec::new(), vec![1]);
+        assert_eq!(o.cpu_shares(), None, "one CPU thread has no spread");
+        (o.cpu_thread_units, o.cpu_units) = (vec![10, 30, 60], 100);
+        assert_eq!(o.cpu_shares(), Some((0.1, 0.6)));
+        (o.cpu_thread_units, o.cpu_units) = (vec![0, 0], 0);
+        assert_eq!(o.cpu_shares(), None, "no work: no shares");
     }
 
     #[test]

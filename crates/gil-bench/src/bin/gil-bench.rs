@@ -272,6 +272,7 @@ struct Sample {
     p999: Option<Duration>,
     fair: Option<sim::Fairness>,
     cpu_work: f64,
+    cpu_shares: Option<(f64, f64)>,
 }
 
 impl Sample {
@@ -283,6 +284,7 @@ impl Sample {
             p999: o.round_trip_quantile(0.999),
             fair: o.io_fairness(),
             cpu_work: o.cpu_units_per_s(),
+            cpu_shares: o.cpu_shares(),
         }
     }
 }
@@ -416,16 +418,19 @@ fn sweep(args: &Args) -> Result<(), String> {
         let _ = writeln!(
             table,
             "| policy | I/O threads | CPU threads | I/O round trips/s | vs 0 CPU threads |{ctl_head} round trip p50 | \
-             p99 | p99.9 | round trips per I/O thread, min-max (CV) | CPU work, M units/s |"
+             p99 | p99.9 | round trips per I/O thread, min-max (CV) | CPU work, M units/s | CPU threads' shares |"
         );
-        let _ = writeln!(table, "|---|---:|---:|---:|---:|{ctl_rule}---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            table,
+            "|---|---:|---:|---:|---:|{ctl_rule}---:|---:|---:|---:|---:|---:|"
+        );
     } else {
         let _ = writeln!(
             table,
             "| policy | CPU threads | I/O round trips/s | vs 0 CPU threads |{ctl_head} round trip p50 | p99 | \
-             CPU work, M units/s |"
+             CPU work, M units/s | CPU threads' shares |"
         );
-        let _ = writeln!(table, "|---|---:|---:|---:|{ctl_rule}---:|---:|---:|");
+        let _ = writeln!(table, "|---|---:|---:|---:|{ctl_rule}---:|---:|---:|---:|");
     }
     print!("{table}");
     let started = Instant::now();
@@ -541,20 +546,34 @@ fn sweep(args: &Args) -> Result<(), String> {
             micros(median(runs.iter().filter_map(f).map(|d| d.as_secs_f64())).map(Duration::from_secs_f64))
         };
         let (p50, p99) = (quantile(|r| r.p50), quantile(|r| r.p99));
+        // Fairness (the I/O threads', the CPU threads' shares) from the
+        // round of the median rate.
+        let mid_round = runs
+            .iter()
+            .min_by(|a, b| (a.rate - rate).abs().total_cmp(&(b.rate - rate).abs()));
+        let shares = mid_round.and_then(|r| r.cpu_shares).map_or_else(
+            || "-".into(),
+            |(lo, hi)| {
+                format!(
+                    "{:.0}-{:.0} % ({:.2}x)",
+                    lo * 100.0,
+                    hi * 100.0,
+                    hi / lo.max(f64::MIN_POSITIVE)
+                )
+            },
+        );
         let line = if many {
-            // Fairness from the round of the median rate.
-            let mid = runs
-                .iter()
-                .min_by(|a, b| (a.rate - rate).abs().total_cmp(&(b.rate - rate).abs()))
-                .and_then(|r| r.fair);
+            let mid = mid_round.and_then(|r| r.fair);
             let fair = mid.map_or_else(|| "-".into(), |f| format!("{}-{} ({:.2})", f.min, f.max, f.cv));
             format!(
                 "| {policy} | {io} | {n} | {rate:.0}{spread} | {vs} |{vs_control} {p50} | {p99} | {} | {fair} | \
-                 {cpu_work} |\n",
+                 {cpu_work} | {shares} |\n",
                 quantile(|r| r.p999),
             )
         } else {
-            format!("| {policy} | {n} | {rate:.0}{spread} | {vs} |{vs_control} {p50} | {p99} | {cpu_work} |\n")
+            format!(
+                "| {policy} | {n} | {rate:.0}{spread} | {vs} |{vs_control} {p50} | {p99} | {cpu_work} | {shares} |\n"
+            )
         };
         print!("{line}");
         table.push_str(&line);

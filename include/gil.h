@@ -139,12 +139,16 @@ enum gil_result_t
   // `gil_acquire_or_abort` gave up because its callback said so.
   GIL_ERR_ABORTED = 7,
   // An enum-like argument (a release reason, a policy, an event mask)
-  // out of range, or a struct with a bad `struct_size`.
+  // out of range, a struct with a bad `struct_size`, or a trace name
+  // that is not `.json` or `.svg`. Never a file system's answer: that
+  // is `GIL_ERR_IO`.
   GIL_ERR_INVALID_ARGUMENT = 8,
   // `gil_policy_from_name` does not know the name.
   GIL_ERR_UNKNOWN_POLICY = 9,
   // A file could not be created or written (`gil_trace_start`,
-  // `gil_trace_stop`).
+  // `gil_trace_stop`, `gil_options_start`), whatever the system's
+  // reason: a name it refuses as invalid (`EINVAL`, Windows' error 87
+  // for a device name such as `NUL.json`) too.
   GIL_ERR_IO = 10,
   // `gil_trace_stop` or `gil_trace_name_thread` without a running trace.
   GIL_ERR_NOT_TRACING = 11,
@@ -1163,10 +1167,11 @@ const char *gil_result_str(uint32_t result);
 // by `gil_trace_stop`. The format follows the file name: `.json` for
 // Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
 // anything else is `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
-// so a path that cannot be written fails here with `GIL_ERR_IO`, not at
-// the end: a name that holds anything but a regular file (a symbolic
-// link, a FIFO, a device, a directory) is refused, never followed or
-// opened; a missing file is created empty (`O_EXCL | O_NOFOLLOW`), an
+// so a path that cannot be written fails here with `GIL_ERR_IO` (whatever
+// the system's reason, a name it refuses as invalid such as `NUL.json`
+// on Windows too), not at the end: a name that holds anything but a
+// regular file (a symbolic link, a FIFO, a device, a directory) is
+// refused, never followed or opened; a missing file is created empty (`O_EXCL | O_NOFOLLOW`), an
 // existing one is left as it is until `gil_trace_stop` replaces it; and a
 // file is created and removed beside it. `title` (may be NULL; not
 // UTF-8 is shown with replacement characters) heads the picture.

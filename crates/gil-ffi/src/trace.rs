@@ -6,10 +6,11 @@ use super::*;
 /// by `gil_trace_stop`. The format follows the file name: `.json` for
 /// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
 /// anything else is `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
-/// so a path that cannot be written fails here with `GIL_ERR_IO`, not at
-/// the end: a name that holds anything but a regular file (a symbolic
-/// link, a FIFO, a device, a directory) is refused, never followed or
-/// opened; a missing file is created empty (`O_EXCL | O_NOFOLLOW`), an
+/// so a path that cannot be written fails here with `GIL_ERR_IO` (whatever
+/// the system's reason, a name it refuses as invalid such as `NUL.json`
+/// on Windows too), not at the end: a name that holds anything but a
+/// regular file (a symbolic link, a FIFO, a device, a directory) is
+/// refused, never followed or opened; a missing file is created empty (`O_EXCL | O_NOFOLLOW`), an
 /// existing one is left as it is until `gil_trace_stop` replaces it; and a
 /// file is created and removed beside it. `title` (may be NULL; not
 /// UTF-8 is shown with replacement characters) heads the picture.
@@ -100,10 +101,10 @@ pub(crate) fn start_trace(
     } else {
         TraceSession::create(path, max_events)
     };
-    let session = session.map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput => (GIL_ERR_INVALID_ARGUMENT, Some(e)),
-        _ => (GIL_ERR_IO, Some(e)),
-    })?;
+    // The name's format was checked above: whatever fails now is the file
+    // system's answer, an invalid-parameter one (EINVAL, Windows' error 87
+    // for a device name such as NUL.json) too.
+    let session = session.map_err(|e| (GIL_ERR_IO, Some(e)))?;
     if let Some(t) = title {
         session.tracer().set_title(t);
     }

@@ -658,7 +658,9 @@ impl TraceSession {
     ///
     /// # Errors
     /// [`io::ErrorKind::InvalidInput`] if the name asks for no known format
-    /// (nothing is created); the file's creation error otherwise.
+    /// (nothing is created); the file's creation error otherwise, whose
+    /// kind may be `InvalidInput` too (`EINVAL`, Windows' error 87 for a
+    /// device name): [`TraceFormat::from_path`] first tells them apart.
     pub fn create(path: &Path, max_events: usize) -> io::Result<TraceSession> {
         TraceSession::open(path, max_events, false)
     }

@@ -10,10 +10,15 @@ use super::*;
 /// the system's reason, a name it refuses as invalid such as `NUL.json`
 /// on Windows too), not at the end: a name that holds anything but a
 /// regular file (a symbolic link, a FIFO, a device, a directory) is
-/// refused, never followed or opened; a missing file is created empty (`O_EXCL | O_NOFOLLOW`), an
-/// existing one is left as it is until `gil_trace_stop` replaces it; and a
-/// file is created and removed beside it. `title` (may be NULL; not
-/// UTF-8 is shown with replacement characters) heads the picture.
+/// refused, never followed or opened; a file is created and removed beside
+/// it (`O_EXCL | O_NOFOLLOW`); and on Windows a missing name is created
+/// and removed by the system (`FILE_FLAG_DELETE_ON_CLOSE`), so that it
+/// judges the name too. An existing file is left as it is until
+/// `gil_trace_stop` replaces it, and a missing one stays missing: nothing
+/// is at the name until the trace is written whole, so a process that
+/// ends without `gil_trace_stop` (killed, say) leaves no empty file.
+/// `title` (may be NULL; not UTF-8 is shown with replacement characters)
+/// heads the picture.
 /// At most `max_events` events are kept (0: about a million); a trace that
 /// fills up ends at the first event that did not fit. Names given to rows
 /// are bounded too (at most twice `max_events` are kept). The trace is an

@@ -1,7 +1,8 @@
 //! Trace files through the C ABI, as a C program meets them, on every OS
 //! (`scripts/platforms.sh` runs these under Wine for Windows): a name the
 //! OS refuses is `GIL_ERR_IO` with the OS's reason, never
-//! `GIL_ERR_INVALID_ARGUMENT`.
+//! `GIL_ERR_INVALID_ARGUMENT`; a trace leaves no file until it is written
+//! whole.
 
 use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,16 @@ fn scratch_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// The names in `dir`.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// A new lock with the `priority` preset.
@@ -84,10 +95,7 @@ fn options_start(lock: *mut gil_t, name: &str) -> (gil_result_t, String) {
 #[cfg(windows)]
 fn refused_names(dir: &Path) -> (Vec<PathBuf>, String) {
     // Device names, reserved in every directory: Windows error 87.
-    let names = ["NUL.json", "COM1.json", "con.svg"]
-        .iter()
-        .map(|n| dir.join(n))
-        .collect();
+    let names = ["NUL.json", "COM1.json"].iter().map(|n| dir.join(n)).collect();
     (names, std::io::Error::from_raw_os_error(87).to_string())
 }
 
@@ -168,5 +176,29 @@ fn an_os_refusal_of_a_trace_name_is_an_io_error_with_the_os_reason() {
     })
     .join()
     .unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_trace_leaves_no_file_until_it_is_written_whole() {
+    let dir = scratch_dir("whole");
+    let lock = new_lock();
+    let path = dir.join("t.json");
+    // Started by hand and by the options, the trace runs with nothing at
+    // its name and nothing beside it: what a process killed now (never
+    // reaching gil_trace_stop) would leave.
+    assert_eq!(trace_start(lock, &c_name(&path)), GIL_OK);
+    assert_eq!(names_in(&dir), Vec::<String>::new());
+    assert_eq!(trace_stop(lock), GIL_OK);
+    assert!(std::fs::read_to_string(&path).unwrap().contains("\"traceEvents\""));
+    std::fs::remove_file(&path).unwrap();
+    let (r, message) = options_start(lock, path.to_str().unwrap());
+    assert_eq!((r, message.as_str()), (GIL_OK, ""));
+    assert_eq!(names_in(&dir), Vec::<String>::new());
+    assert_eq!(trace_stop(lock), GIL_OK);
+    assert_eq!(names_in(&dir), vec!["t.json".to_owned()]);
+    // The start still checks the name: a missing directory fails at once.
+    assert_eq!(trace_start(lock, &c_name(&dir.join("no").join("t.svg"))), GIL_ERR_IO);
+    free_lock(lock);
     std::fs::remove_dir_all(dir).unwrap();
 }

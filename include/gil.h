@@ -8,6 +8,18 @@
  * opaque token (void *) that the library never dereferences; no call
  * unwinds into C.
  *
+ * Strings are UTF-8 on every OS (titles and names of threads: other bytes
+ * are shown as replacement characters). So are file names (the path of
+ * gil_trace_start, an options text's trace=): on POSIX systems their
+ * bytes are passed to the system as they are; on Windows they are read as
+ * UTF-8 whatever the process's ANSI code page, not as fopen and
+ * CreateFileA read a char *, and a name that is not UTF-8 is
+ * GIL_ERR_INVALID_ARGUMENT. A Windows program with a name in the ANSI
+ * code page converts it: MultiByteToWideChar(CP_ACP, ...) to UTF-16, then
+ * WideCharToMultiByte(CP_UTF8, ...). One whose manifest sets the UTF-8
+ * code page (activeCodePage) has nothing to convert. docs/platforms.md
+ * says why.
+ *
  * Cancellation (Linux): no pthread_cancel is acted on inside the library.
  * Every call runs with the calling thread's cancellation disabled (the
  * hot calls gil_acquire, gil_acquire_or_abort, gil_try_acquire,
@@ -140,8 +152,8 @@ enum gil_result_t
   GIL_ERR_ABORTED = 7,
   // An enum-like argument (a release reason, a policy, an event mask)
   // out of range, a struct with a bad `struct_size`, or a trace name
-  // that is not `.json` or `.svg`. Never a file system's answer: that
-  // is `GIL_ERR_IO`.
+  // that is not `.json` or `.svg` (on Windows, or not UTF-8). Never a
+  // file system's answer: that is `GIL_ERR_IO`.
   GIL_ERR_INVALID_ARGUMENT = 8,
   // `gil_policy_from_name` does not know the name.
   GIL_ERR_UNKNOWN_POLICY = 9,
@@ -1168,9 +1180,11 @@ uint64_t gil_now_ns(void);
 const char *gil_result_str(uint32_t result);
 
 // Starts recording the lock's events, for a timeline written to `path`
-// by `gil_trace_stop`. The format follows the file name: `.json` for
-// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
-// anything else is `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
+// by `gil_trace_stop`, a UTF-8 name on every OS (Windows too: not the
+// ANSI code page; see the header's opening comment). The format follows
+// the file name: `.json` for Chrome trace-event JSON (opens in Perfetto),
+// `.svg` for an SVG timeline; anything else is
+// `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
 // so a path that cannot be written fails here with `GIL_ERR_IO` (whatever
 // the system's reason, a name it refuses as invalid such as `NUL.json`
 // on Windows too), not at the end: a name that holds anything but a

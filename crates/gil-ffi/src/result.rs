@@ -30,8 +30,8 @@ pub enum gil_result_t {
     GIL_ERR_ABORTED = 7,
     /// An enum-like argument (a release reason, a policy, an event mask)
     /// out of range, a struct with a bad `struct_size`, or a trace name
-    /// that is not `.json` or `.svg`. Never a file system's answer: that
-    /// is `GIL_ERR_IO`.
+    /// that is not `.json` or `.svg` (on Windows, or not UTF-8). Never a
+    /// file system's answer: that is `GIL_ERR_IO`.
     GIL_ERR_INVALID_ARGUMENT = 8,
     /// `gil_policy_from_name` does not know the name.
     GIL_ERR_UNKNOWN_POLICY = 9,

@@ -3,9 +3,11 @@
 use super::*;
 
 /// Starts recording the lock's events, for a timeline written to `path`
-/// by `gil_trace_stop`. The format follows the file name: `.json` for
-/// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
-/// anything else is `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
+/// by `gil_trace_stop`, a UTF-8 name on every OS (Windows too: not the
+/// ANSI code page; see the header's opening comment). The format follows
+/// the file name: `.json` for Chrome trace-event JSON (opens in Perfetto),
+/// `.svg` for an SVG timeline; anything else is
+/// `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
 /// so a path that cannot be written fails here with `GIL_ERR_IO` (whatever
 /// the system's reason, a name it refuses as invalid such as `NUL.json`
 /// on Windows too), not at the end: a name that holds anything but a

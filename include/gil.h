@@ -8,6 +8,18 @@
  * opaque token (void *) that the library never dereferences; no call
  * unwinds into C.
  *
+ * Strings are UTF-8 on every OS (titles and names of threads: other bytes
+ * are shown as replacement characters). So are file names (the path of
+ * gil_trace_start, an options text's trace=): on POSIX systems their
+ * bytes are passed to the system as they are; on Windows they are read as
+ * UTF-8 whatever the process's ANSI code page, not as fopen and
+ * CreateFileA read a char *, and a name that is not UTF-8 is
+ * GIL_ERR_INVALID_ARGUMENT. A Windows program with a name in the ANSI
+ * code page converts it: MultiByteToWideChar(CP_ACP, ...) to UTF-16, then
+ * WideCharToMultiByte(CP_UTF8, ...). One whose manifest sets the UTF-8
+ * code page (activeCodePage) has nothing to convert. docs/platforms.md
+ * says why.
+ *
  * Cancellation (Linux): no pthread_cancel is acted on inside the library.
  * Every call runs with the calling thread's cancellation disabled (the
  * hot calls gil_acquire, gil_acquire_or_abort, gil_try_acquire,
@@ -139,12 +151,16 @@ enum gil_result_t
   // `gil_acquire_or_abort` gave up because its callback said so.
   GIL_ERR_ABORTED = 7,
   // An enum-like argument (a release reason, a policy, an event mask)
-  // out of range, or a struct with a bad `struct_size`.
+  // out of range, a struct with a bad `struct_size`, or a trace name
+  // that is not `.json` or `.svg` (on Windows, or not UTF-8). Never a
+  // file system's answer: that is `GIL_ERR_IO`.
   GIL_ERR_INVALID_ARGUMENT = 8,
   // `gil_policy_from_name` does not know the name.
   GIL_ERR_UNKNOWN_POLICY = 9,
   // A file could not be created or written (`gil_trace_start`,
-  // `gil_trace_stop`).
+  // `gil_trace_stop`, `gil_options_start`), whatever the system's
+  // reason: a name it refuses as invalid (`EINVAL`, Windows' error 87
+  // for a device name such as `NUL.json`) too.
   GIL_ERR_IO = 10,
   // `gil_trace_stop` or `gil_trace_name_thread` without a running trace.
   GIL_ERR_NOT_TRACING = 11,
@@ -701,7 +717,11 @@ gil_result_t gil_new(const gil_config_t *config,
 // awaited is not freed: `GIL_ERR_BUSY`. A lock only reserved by a lazy
 // release (`gil_is_reserved`) is not held: it is freed. No thread may be
 // inside (or enter) another call on the lock while it is freed, nor call
-// from inside one of its callbacks (`GIL_ERR_REENTRANT`).
+// from inside one of its callbacks (`GIL_ERR_REENTRANT`). Once every lock
+// is freed and no call runs, a program may unload the shared library
+// (`dlclose`, `FreeLibrary`), even while the monitor thread of a monitor
+// preset has not yet exited: on Windows, glibc, musl and macOS that is
+// safe (`docs/platforms.md`, "Unloading the library").
 //
 // # Safety
 // `gil` is NULL or a pointer from `gil_new` not yet freed.
@@ -1160,16 +1180,24 @@ uint64_t gil_now_ns(void);
 const char *gil_result_str(uint32_t result);
 
 // Starts recording the lock's events, for a timeline written to `path`
-// by `gil_trace_stop`. The format follows the file name: `.json` for
-// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
-// anything else is `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
-// so a path that cannot be written fails here with `GIL_ERR_IO`, not at
-// the end: a name that holds anything but a regular file (a symbolic
-// link, a FIFO, a device, a directory) is refused, never followed or
-// opened; a missing file is created empty (`O_EXCL | O_NOFOLLOW`), an
-// existing one is left as it is until `gil_trace_stop` replaces it; and a
-// file is created and removed beside it. `title` (may be NULL; not
-// UTF-8 is shown with replacement characters) heads the picture.
+// by `gil_trace_stop`, a UTF-8 name on every OS (Windows too: not the
+// ANSI code page; see the header's opening comment). The format follows
+// the file name: `.json` for Chrome trace-event JSON (opens in Perfetto),
+// `.svg` for an SVG timeline; anything else is
+// `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
+// so a path that cannot be written fails here with `GIL_ERR_IO` (whatever
+// the system's reason, a name it refuses as invalid such as `NUL.json`
+// on Windows too), not at the end: a name that holds anything but a
+// regular file (a symbolic link, a FIFO, a device, a directory) is
+// refused, never followed or opened; a file is created and removed beside
+// it (`O_EXCL | O_NOFOLLOW`); and on Windows a missing name is created
+// and removed by the system (`FILE_FLAG_DELETE_ON_CLOSE`), so that it
+// judges the name too. An existing file is left as it is until
+// `gil_trace_stop` replaces it, and a missing one stays missing: nothing
+// is at the name until the trace is written whole, so a process that
+// ends without `gil_trace_stop` (killed, say) leaves no empty file.
+// `title` (may be NULL; not UTF-8 is shown with replacement characters)
+// heads the picture.
 // At most `max_events` events are kept (0: about a million); a trace that
 // fills up ends at the first event that did not fit. Names given to rows
 // are bounded too (at most twice `max_events` are kept). The trace is an

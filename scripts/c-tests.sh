@@ -87,6 +87,11 @@ GIL_TEST_SCALE=1 timeout 1200 valgrind --quiet --fair-sched=yes --error-exitcode
     --suppressions=crates/gil-ffi/tests/c/valgrind.supp \
     "$out/test_gil_shared"
 
+step "unloading the library under its monitor thread (crates/gil-ffi/tests/c/unload.c; also run on Windows by platforms.sh)"
+# shellcheck disable=SC2046
+cc "${CFLAGS[@]}" crates/gil-ffi/tests/c/unload.c -o "$out/unload" $(pkg-config --cflags gil) -ldl
+timeout 300 "$out/unload" "$real"
+
 step "the convoy through the C ABI (crates/gil-ffi/tests/c/convoy.c; also run on Windows by platforms.sh)"
 # shellcheck disable=SC2046
 cc "${CFLAGS[@]}" crates/gil-ffi/tests/c/convoy.c -o "$out/convoy" $(pkg-config --cflags --libs gil-static)

@@ -11,6 +11,7 @@
 #     gil.dll, its import library and the static library, exporting what
 #     libgil.so does; the C tests that are not POSIX-only, the convoy test
 #     and examples/tiny-interp.c, built with mingw-w64 against gil.dll;
+#     unload.c, which loads gil.dll and unloads it under its monitor thread;
 #     a short sweep of the main job, checked by scripts/check-sweep.py.
 # Installs what it needs (rustup targets; wine64 and mingw-w64 through
 # scripts/wine-setup.sh, as root).
@@ -78,7 +79,7 @@ if [ "$dll_syms" != "$so_syms" ]; then
 fi
 echo "gil.dll, libgil.dll.a, libgil.a; $(wc -l <<<"$dll_syms") exports, the same as libgil.so's"
 
-step "Windows: the C tests that are not POSIX-only, the convoy test and tiny-interp, mingw-w64 against gil.dll, under Wine"
+step "Windows: the C tests that are not POSIX-only, the convoy test, tiny-interp and unload, mingw-w64 (against gil.dll), under Wine"
 out=build/windows
 rm -rf "$out"
 mkdir -p "$out"
@@ -89,10 +90,14 @@ mingw() { x86_64-w64-mingw32-gcc -std=c11 -Wall -Wextra -Werror -pedantic -O1 -p
 mingw crates/gil-ffi/tests/c/test_gil.c -o "$out/test_gil.exe"
 mingw crates/gil-ffi/tests/c/convoy.c -o "$out/convoy.exe"
 mingw examples/tiny-interp.c -o "$out/tiny-interp.exe" -lws2_32
+# Not linked against gil.dll: it loads and unloads the DLL itself.
+x86_64-w64-mingw32-gcc -std=c11 -Wall -Wextra -Werror -pedantic -O1 -Iinclude \
+    crates/gil-ffi/tests/c/unload.c -o "$out/unload.exe"
 # From the output directory: the tests' scratch files go under /tmp, which
 # Wine's Z: drive maps to this machine's /tmp.
 (cd "$out" && timeout 600 wine ./test_gil.exe)
 (cd "$out" && timeout 300 wine ./convoy.exe --expect classic priority)
+(cd "$out" && timeout 300 wine ./unload.exe gil.dll)
 (cd "$out" && timeout 300 wine ./tiny-interp.exe --max-cpu 1 --seconds 0.3 --policy priority)
 
 step "Windows: a short sweep of the main job under Wine"

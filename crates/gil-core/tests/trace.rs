@@ -195,7 +195,7 @@ fn a_trace_session_writes_its_file_and_refuses_unknown_formats() {
     assert!(!bad.exists(), "nothing is created for an unknown format");
     let path = dir.join("trace.json");
     let session = TraceSession::create(&path, 0).unwrap();
-    assert!(path.exists(), "the file is created at the start");
+    assert!(!path.exists(), "nothing is at the name until the trace is written");
     let gil = Gil::new(GilConfig::new()).unwrap();
     gil.set_event_hook(Some(session.tracer().hook())).unwrap();
     gil.acquire(tok(1)).unwrap();
@@ -568,7 +568,7 @@ fn a_link_put_at_the_name_during_a_trace_is_not_followed_at_its_end() {
     std::fs::write(&target, "precious").unwrap();
     let name = dir.join("t.json");
     let session = start_session(&name).unwrap();
-    std::fs::remove_file(&name).unwrap();
+    // The name holds nothing while the trace runs: a link is put there.
     std::os::unix::fs::symlink(&target, &name).unwrap();
     let err = session.finish().expect_err("the name became a link");
     assert!(err.to_string().contains("a symbolic link"), "{err}");

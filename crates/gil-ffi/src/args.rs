@@ -32,8 +32,9 @@ pub(crate) unsafe fn c_str_lossy<'a>(s: *const c_char) -> Result<std::borrow::Co
 }
 
 /// A C string as a file name: its bytes as they are on a POSIX system; on
-/// Windows, UTF-8 (the encoding Rust's `std` and a UTF-8 code page use),
-/// else `GIL_ERR_INVALID_ARGUMENT`.
+/// Windows, UTF-8 whatever the ANSI code page, else
+/// `GIL_ERR_INVALID_ARGUMENT` (the rule `gil.h` states and
+/// `docs/platforms.md` argues, "File names").
 pub(crate) fn c_path(s: &CStr) -> Result<&Path, gil_result_t> {
     #[cfg(unix)]
     {

@@ -118,7 +118,11 @@ pub unsafe extern "C" fn gil_new(config: *const gil_config_t, gil_out: *mut *mut
 /// awaited is not freed: `GIL_ERR_BUSY`. A lock only reserved by a lazy
 /// release (`gil_is_reserved`) is not held: it is freed. No thread may be
 /// inside (or enter) another call on the lock while it is freed, nor call
-/// from inside one of its callbacks (`GIL_ERR_REENTRANT`).
+/// from inside one of its callbacks (`GIL_ERR_REENTRANT`). Once every lock
+/// is freed and no call runs, a program may unload the shared library
+/// (`dlclose`, `FreeLibrary`), even while the monitor thread of a monitor
+/// preset has not yet exited: on Windows, glibc, musl and macOS that is
+/// safe (`docs/platforms.md`, "Unloading the library").
 ///
 /// # Safety
 /// `gil` is NULL or a pointer from `gil_new` not yet freed.

@@ -29,12 +29,16 @@ pub enum gil_result_t {
     /// `gil_acquire_or_abort` gave up because its callback said so.
     GIL_ERR_ABORTED = 7,
     /// An enum-like argument (a release reason, a policy, an event mask)
-    /// out of range, or a struct with a bad `struct_size`.
+    /// out of range, a struct with a bad `struct_size`, or a trace name
+    /// that is not `.json` or `.svg` (on Windows, or not UTF-8). Never a
+    /// file system's answer: that is `GIL_ERR_IO`.
     GIL_ERR_INVALID_ARGUMENT = 8,
     /// `gil_policy_from_name` does not know the name.
     GIL_ERR_UNKNOWN_POLICY = 9,
     /// A file could not be created or written (`gil_trace_start`,
-    /// `gil_trace_stop`).
+    /// `gil_trace_stop`, `gil_options_start`), whatever the system's
+    /// reason: a name it refuses as invalid (`EINVAL`, Windows' error 87
+    /// for a device name such as `NUL.json`) too.
     GIL_ERR_IO = 10,
     /// `gil_trace_stop` or `gil_trace_name_thread` without a running trace.
     GIL_ERR_NOT_TRACING = 11,

@@ -3,16 +3,24 @@
 use super::*;
 
 /// Starts recording the lock's events, for a timeline written to `path`
-/// by `gil_trace_stop`. The format follows the file name: `.json` for
-/// Chrome trace-event JSON (opens in Perfetto), `.svg` for an SVG timeline;
-/// anything else is `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
-/// so a path that cannot be written fails here with `GIL_ERR_IO`, not at
-/// the end: a name that holds anything but a regular file (a symbolic
-/// link, a FIFO, a device, a directory) is refused, never followed or
-/// opened; a missing file is created empty (`O_EXCL | O_NOFOLLOW`), an
-/// existing one is left as it is until `gil_trace_stop` replaces it; and a
-/// file is created and removed beside it. `title` (may be NULL; not
-/// UTF-8 is shown with replacement characters) heads the picture.
+/// by `gil_trace_stop`, a UTF-8 name on every OS (Windows too: not the
+/// ANSI code page; see the header's opening comment). The format follows
+/// the file name: `.json` for Chrome trace-event JSON (opens in Perfetto),
+/// `.svg` for an SVG timeline; anything else is
+/// `GIL_ERR_INVALID_ARGUMENT`. The path is checked now,
+/// so a path that cannot be written fails here with `GIL_ERR_IO` (whatever
+/// the system's reason, a name it refuses as invalid such as `NUL.json`
+/// on Windows too), not at the end: a name that holds anything but a
+/// regular file (a symbolic link, a FIFO, a device, a directory) is
+/// refused, never followed or opened; a file is created and removed beside
+/// it (`O_EXCL | O_NOFOLLOW`); and on Windows a missing name is created
+/// and removed by the system (`FILE_FLAG_DELETE_ON_CLOSE`), so that it
+/// judges the name too. An existing file is left as it is until
+/// `gil_trace_stop` replaces it, and a missing one stays missing: nothing
+/// is at the name until the trace is written whole, so a process that
+/// ends without `gil_trace_stop` (killed, say) leaves no empty file.
+/// `title` (may be NULL; not UTF-8 is shown with replacement characters)
+/// heads the picture.
 /// At most `max_events` events are kept (0: about a million); a trace that
 /// fills up ends at the first event that did not fit. Names given to rows
 /// are bounded too (at most twice `max_events` are kept). The trace is an
@@ -100,10 +108,10 @@ pub(crate) fn start_trace(
     } else {
         TraceSession::create(path, max_events)
     };
-    let session = session.map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput => (GIL_ERR_INVALID_ARGUMENT, Some(e)),
-        _ => (GIL_ERR_IO, Some(e)),
-    })?;
+    // The name's format was checked above: whatever fails now is the file
+    // system's answer, an invalid-parameter one (EINVAL, Windows' error 87
+    // for a device name such as NUL.json) too.
+    let session = session.map_err(|e| (GIL_ERR_IO, Some(e)))?;
     if let Some(t) = title {
         session.tracer().set_title(t);
     }

@@ -9,6 +9,11 @@
 //! (`super::time::wait_until`). Both objects are a pointer-sized word that
 //! may move while unused, so they live inline. There is no thread
 //! cancellation to keep out (`crate::cancel` does nothing here).
+//!
+//! A library thread ([`spawn_detached`]) holds a reference to the module
+//! its code is in (`gil.dll`, or the program the library is linked into)
+//! from before it starts until it ends: a program may `FreeLibrary` the
+//! DLL while one runs, and the DLL stays mapped until the thread is gone.
 
 pub(crate) use super::time::{spin_while, Clock, Stamp};
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
@@ -16,13 +21,19 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, A
 use super::time::{unlocked, wait_until};
 use super::Clocked;
 use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::io;
 use std::ops::{Deref, DerefMut};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
-use windows_sys::Win32::Foundation::{GetLastError, ERROR_TIMEOUT};
+use windows_sys::Win32::Foundation::{CloseHandle, FreeLibrary, GetLastError, ERROR_TIMEOUT, HMODULE};
+use windows_sys::Win32::System::LibraryLoader::{
+    FreeLibraryAndExitThread, GetModuleHandleExW, GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS,
+};
 use windows_sys::Win32::System::Threading::{
-    AcquireSRWLockExclusive, ReleaseSRWLockExclusive, SleepConditionVariableSRW, TryAcquireSRWLockExclusive,
-    WakeAllConditionVariable, WakeConditionVariable, CONDITION_VARIABLE, CONDITION_VARIABLE_INIT, INFINITE, SRWLOCK,
-    SRWLOCK_INIT,
+    AcquireSRWLockExclusive, CreateThread, GetCurrentThread, ReleaseSRWLockExclusive, SetThreadDescription,
+    SleepConditionVariableSRW, TryAcquireSRWLockExclusive, WakeAllConditionVariable, WakeConditionVariable,
+    CONDITION_VARIABLE, CONDITION_VARIABLE_INIT, INFINITE, SRWLOCK, SRWLOCK_INIT, STACK_SIZE_PARAM_IS_A_RESERVATION,
 };
 
 /// A mutual-exclusion lock around a `T` (no poisoning: a panic while it is
@@ -179,4 +190,86 @@ impl Condvar {
 fn millis(d: Duration) -> u32 {
     let ms = d.as_nanos().div_ceil(1_000_000);
     u32::try_from(ms).unwrap_or(INFINITE - 1).min(INFINITE - 1)
+}
+
+/// What a library thread runs, and the reference to the module that keeps
+/// its code mapped meanwhile.
+struct Detached {
+    module: HMODULE,
+    name: Vec<u16>,
+    body: Box<dyn FnOnce() + Send>,
+}
+
+/// Starts a thread named `name` that runs `body` and is never joined. The
+/// module `body`'s code is in cannot be unloaded before the thread has
+/// ended: the thread holds a reference to it (taken here, before the
+/// thread exists, so a `FreeLibrary` right after this returns cannot win
+/// the race) and lets it go with `FreeLibraryAndExitThread`, which ends
+/// the thread without returning into the module. A `std::thread` would
+/// return into the DLL's copy of std after `body`, and whatever let go of
+/// the reference there would be code in the module it may unmap.
+pub(crate) fn spawn_detached(name: &str, body: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    let mut module: HMODULE = std::ptr::null_mut();
+    // SAFETY: with FROM_ADDRESS the name is an address inside the module
+    // wanted (this function's own code); `module` is writable. The call
+    // adds one to the module's reference count, given back by the thread.
+    let found = unsafe {
+        GetModuleHandleExW(
+            GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS,
+            thread_start as *const u16,
+            &mut module,
+        )
+    };
+    if found == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let detached = Box::into_raw(Box::new(Detached {
+        module,
+        name: name.encode_utf16().chain(Some(0)).collect(),
+        body: Box::new(body),
+    }));
+    // 2 MiB of address space reserved, as std's threads have.
+    let stack = 2 << 20;
+    // SAFETY: `thread_start` takes the `Detached` box it is given; the
+    // thread's handle is closed below (the thread runs on without it).
+    let handle = unsafe {
+        CreateThread(
+            std::ptr::null(),
+            stack,
+            Some(thread_start),
+            detached.cast::<c_void>(),
+            STACK_SIZE_PARAM_IS_A_RESERVATION,
+            std::ptr::null_mut(),
+        )
+    };
+    if handle.is_null() {
+        let error = io::Error::last_os_error();
+        // SAFETY: no thread took it: the box and the reference are still
+        // this function's to give back.
+        unsafe {
+            drop(Box::from_raw(detached));
+            FreeLibrary(module);
+        }
+        return Err(error);
+    }
+    // SAFETY: a handle CreateThread returned, closed once.
+    unsafe { CloseHandle(handle) };
+    Ok(())
+}
+
+/// A library thread's start: runs its body, drops everything it owns,
+/// then gives back the module's reference and ends in one call.
+unsafe extern "system" fn thread_start(param: *mut c_void) -> u32 {
+    // SAFETY: `spawn_detached` passes a `Detached` box, to this thread only.
+    let Detached { module, name, body } = *unsafe { Box::from_raw(param.cast::<Detached>()) };
+    // SAFETY: a NUL-terminated UTF-16 name, for this thread (a name is
+    // only for debuggers: a failure changes nothing).
+    unsafe { SetThreadDescription(GetCurrentThread(), name.as_ptr()) };
+    drop(name);
+    // As a std thread's, a panic ends the thread (std has printed it);
+    // unwinding out of this function would abort the process.
+    let _ = catch_unwind(AssertUnwindSafe(body));
+    // SAFETY: the reference `spawn_detached` took for this thread; nothing
+    // of the module runs after it (the call does not return).
+    unsafe { FreeLibraryAndExitThread(module, 0) }
 }

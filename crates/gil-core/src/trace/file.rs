@@ -22,22 +22,16 @@ use crate::cancel::NoCancel;
 
 /// Fails now, with the error a write at the end would meet, if `path`
 /// cannot be written: refuses a name that holds anything but a regular file
-/// (a symbolic link, a FIFO, a device, a directory), creates a missing one,
-/// empty (exclusively, never through a link), and creates and removes a
-/// file beside it, as [`write_whole`] will. An existing file is left as it
-/// is.
+/// (a symbolic link, a FIFO, a device, a directory), has the system judge a
+/// missing name ([`probe_missing`]), and creates and removes a file beside
+/// it, as [`write_whole`] will. An existing file is left as it is, and a
+/// missing one stays missing: the name holds nothing new until the trace
+/// is written whole, so a process that dies before leaves no empty file.
 pub(super) fn check_writable(path: &Path) -> io::Result<()> {
     let _no_cancel = NoCancel::new();
     match fs::symlink_metadata(path) {
         Ok(meta) => check_regular(path, meta.file_type())?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => match create_exclusive(path) {
-            Ok(_) => {}
-            // Made meanwhile by someone else: what it is decides.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                check_regular(path, fs::symlink_metadata(path)?.file_type())?;
-            }
-            Err(e) => return Err(e),
-        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => probe_missing(path)?,
         Err(e) => return Err(e),
     }
     let (temp, file) = create_temp(path)?;
@@ -115,6 +109,42 @@ fn describe(kind: FileType) -> &'static str {
         }
     }
     "not a regular file"
+}
+
+/// Has the system judge `path`, a name that holds nothing, without leaving
+/// anything there, even if the process dies meanwhile.
+///
+/// On POSIX systems nothing is asked here: a name is any bytes but `/` and
+/// NUL, and a file system that refuses some (vfat's `EINVAL`) refuses them
+/// in the temporary file beside it too, whose name holds this one. Windows
+/// also refuses whole names, devices in every directory (`NUL.json`,
+/// `COM1.json`), that no file can be renamed to: the name is created with
+/// `FILE_FLAG_DELETE_ON_CLOSE`, so the system removes it when the handle
+/// closes, or when the process ends however it ends.
+#[cfg(not(windows))]
+fn probe_missing(_path: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+/// See the POSIX version above.
+#[cfg(windows)]
+fn probe_missing(path: &Path) -> io::Result<()> {
+    use std::os::windows::fs::OpenOptionsExt;
+    use windows_sys::Win32::Storage::FileSystem::{DELETE, FILE_FLAG_DELETE_ON_CLOSE, FILE_GENERIC_WRITE};
+    let probe = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .access_mode(FILE_GENERIC_WRITE | DELETE)
+        .custom_flags(FILE_FLAG_DELETE_ON_CLOSE)
+        .open(path);
+    match probe {
+        Ok(_) => Ok(()),
+        // Made meanwhile by someone else: what it is decides.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            check_regular(path, fs::symlink_metadata(path)?.file_type())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Creates `path` for writing, failing if anything is there already (a

@@ -659,10 +659,12 @@ impl Trace {
 }
 
 /// A trace recorded into a file chosen when it starts: the path is checked
-/// at once (opened for writing, created empty if missing; an existing file
-/// is left as it is until the trace is written), so a path that cannot be
-/// written fails then, not when the trace ends. The trace is written whole
-/// ([`Trace::write_to`]): two sessions on one path never mix their traces.
+/// at once (a file is created and removed beside it; an existing file is
+/// left as it is, and a missing one stays missing, until the trace is
+/// written), so a path that cannot be written fails then, not when the
+/// trace ends, and a process that dies before leaves no empty file. The
+/// trace is written whole ([`Trace::write_to`]): two sessions on one path
+/// never mix their traces.
 /// What the C ABI's `gil_trace_start` and `gil_trace_stop` (and so
 /// CPython's `_rustgil.trace_start`) run on.
 #[derive(Debug)]
@@ -678,7 +680,9 @@ impl TraceSession {
     ///
     /// # Errors
     /// [`io::ErrorKind::InvalidInput`] if the name asks for no known format
-    /// (nothing is created); the file's creation error otherwise.
+    /// (nothing is created); the file's creation error otherwise, whose
+    /// kind may be `InvalidInput` too (`EINVAL`, Windows' error 87 for a
+    /// device name): [`TraceFormat::from_path`] first tells them apart.
     pub fn create(path: &Path, max_events: usize) -> io::Result<TraceSession> {
         TraceSession::open(path, max_events, false)
     }

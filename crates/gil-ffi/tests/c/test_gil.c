@@ -53,6 +53,7 @@ static int checks_failed_in_test;
 
 #ifdef _WIN32
 #include <direct.h>
+#include <windows.h>
 /* POSIX's mkdtemp: a fresh directory from a template ending in XXXXXX. */
 static char *mkdtemp(char *template_) {
     if (_mktemp_s(template_, strlen(template_) + 1) != 0) return NULL;
@@ -1372,6 +1373,77 @@ static void test_trace_same_path_twice(void) {
     rmdir(dir);
 }
 
+#ifdef _WIN32
+/* gil.h's recipe for a Windows program whose name is in the ANSI code
+   page (as argv, getenv and fopen have it): to UTF-16, then to UTF-8. */
+static int ansi_to_utf8(const char *ansi, char *out, int out_len) {
+    wchar_t wide[MAX_PATH];
+    if (MultiByteToWideChar(CP_ACP, MB_ERR_INVALID_CHARS, ansi, -1, wide, MAX_PATH) == 0) return -1;
+    return WideCharToMultiByte(CP_UTF8, 0, wide, -1, out, out_len, NULL, NULL) > 0 ? 0 : -1;
+}
+
+/* Whether the file named `wide` (UTF-16, as Windows holds names) holds a
+   whole trace; removes it. */
+static int wide_file_has_trace(const wchar_t *wide) {
+    FILE *f = _wfopen(wide, L"rb");
+    if (f == NULL) return 0;
+    char head[32] = {0};
+    size_t got = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    _wunlink(wide);
+    return got > 0 && strncmp(head, "{\"displayTimeUnit\"", 18) == 0;
+}
+#endif
+
+/* File names are UTF-8 on every OS (gil.h): "\xc3\xa9\xe2\x82\xac.json" is
+   the file U+00E9 U+20AC ".json" (e acute, euro sign), on Windows too,
+   whatever the ANSI code page; there,
+   the same name in the ANSI code page is not UTF-8 and is refused, and
+   gil.h's conversion makes it the UTF-8 name. */
+static void test_non_ascii_trace_name(void) {
+    char dir[] = "/tmp/gil-utf8-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[96];
+    snprintf(path, sizeof path, "%s/\xc3\xa9\xe2\x82\xac.json", dir);
+    gil_t *gil = new_gil(300, NULL, NULL);
+    CHECK_RESULT(gil_trace_start(gil, path, NULL, 0), GIL_OK);
+    traffic(gil, 2);
+    CHECK_RESULT(gil_trace_stop(gil, NULL), GIL_OK);
+#ifdef _WIN32
+    /* Asked for by its UTF-16 name, written here without UTF-8. */
+    wchar_t wide[96];
+    CHECK(mbstowcs(wide, dir, 64) == strlen(dir)); /* ASCII */
+    wcscat(wide, L"/\u00e9\u20ac.json");
+    CHECK(wide_file_has_trace(wide));
+    wchar_t wide_e[96];
+    CHECK(mbstowcs(wide_e, dir, 64) == strlen(dir));
+    wcscat(wide_e, L"/\u00e9.json");
+    char ansi[96];
+    BOOL lossy = FALSE;
+    if (GetACP() == CP_UTF8) {
+        fprintf(stderr, "  (the ANSI code page is UTF-8: nothing to refuse)\n");
+    } else if (WideCharToMultiByte(CP_ACP, 0, wide_e, -1, ansi, sizeof ansi, NULL, &lossy) == 0 || lossy) {
+        fprintf(stderr, "  (no \\u00e9 in ANSI code page %u: its refusal not checked)\n", GetACP());
+    } else {
+        CHECK_RESULT(gil_trace_start(gil, ansi, NULL, 0), GIL_ERR_INVALID_ARGUMENT);
+        char utf8[96];
+        CHECK(ansi_to_utf8(ansi, utf8, sizeof utf8) == 0);
+        CHECK_RESULT(gil_trace_start(gil, utf8, NULL, 0), GIL_OK);
+        traffic(gil, 2);
+        CHECK_RESULT(gil_trace_stop(gil, NULL), GIL_OK);
+        CHECK(wide_file_has_trace(wide_e));
+    }
+#else
+    char *text = read_file(path);
+    CHECK(text != NULL && strncmp(text, "{\"displayTimeUnit\"", 18) == 0);
+    free(text);
+    unlink(path);
+#endif
+    CHECK(other_files_in(dir, "") == 0);
+    CHECK_RESULT(gil_free(gil), GIL_OK);
+    rmdir(dir);
+}
+
 #ifndef _WIN32 /* a file open elsewhere cannot be replaced on Windows */
 struct trace_stopper {
     gil_t *gil;
@@ -2398,6 +2470,7 @@ int main(int argc, char **argv) {
         {"ring_trace", test_ring_trace},
         {"name_by_tag", test_name_by_tag},
         {"trace_same_path_twice", test_trace_same_path_twice},
+        {"non_ascii_trace_name", test_non_ascii_trace_name},
 #ifndef _WIN32
         {"trace_start_while_stop_writes", test_trace_start_while_stop_writes},
 #endif

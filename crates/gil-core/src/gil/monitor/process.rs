@@ -166,9 +166,9 @@ mod imp {
         if !registry.running {
             // Spawned under the registry's mutex: the thread's first act is
             // to take it, and by then `running` and the lock are in place.
-            let spawned = std::thread::Builder::new()
-                .name("gil-monitor".into())
-                .spawn(move || run(monitor));
+            // It keeps the library mapped until it has ended (see
+            // `spawn_detached`): a program may unload it meanwhile.
+            let spawned = crate::sync::spawn_detached("gil-monitor", move || run(monitor));
             if spawned.is_err() {
                 return false; // waiters keep the time themselves
             }

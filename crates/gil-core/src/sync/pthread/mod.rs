@@ -21,6 +21,9 @@
 //! using a copy of an initialised mutex or condition variable, so their
 //! addresses must never change, even while the Rust value that owns them
 //! moves.
+//!
+//! A library thread ([`spawn_detached`]) keeps the shared library mapped
+//! until it has ended, where the system can: see there.
 
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
 
@@ -30,6 +33,7 @@ use super::time::{unlocked, wait_until};
 use super::Clocked;
 use crate::cancel::NoCancel;
 use std::cell::UnsafeCell;
+use std::io;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
@@ -248,4 +252,38 @@ fn timespec(d: Duration) -> libc::timespec {
         // Below 10^9: fits every platform's `c_long`.
         tv_nsec: d.subsec_nanos() as libc::c_long,
     }
+}
+
+/// Starts a thread named `name` that runs `body` and is never joined.
+///
+/// The shared library its code is in must stay mapped until the thread
+/// has ended, whatever `dlclose` a program calls meanwhile, and no POSIX
+/// call gives a reference back without returning into the library. glibc
+/// keeps a library loaded while a thread has a thread-local destructor
+/// registered from it (`__cxa_thread_atexit_impl`, which std's
+/// thread-locals use there) until the destructor has run at the thread's
+/// exit, after `body` returned: the thread registers one first. musl
+/// never unloads a library, and Apple's dyld never one with thread-local
+/// variables, as this one has (`docs/platforms.md`).
+pub(crate) fn spawn_detached(name: &str, body: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            hold_library();
+            body();
+        })
+        .map(drop)
+}
+
+/// Registers a thread-local destructor for the calling thread (once).
+fn hold_library() {
+    /// Nothing to drop: its destructor's registration is the point.
+    struct Held;
+    impl Drop for Held {
+        fn drop(&mut self) {}
+    }
+    std::thread_local! {
+        static HELD: Held = const { Held };
+    }
+    HELD.with(|_| {});
 }

@@ -17,8 +17,9 @@
  *     names the holder, set and cleared under sched->lock_ as upstream;
  *     the ready queue stays empty;
  *   - "ready" (stock: queued) is a flag of the thread's, set where
- *     upstream queues it (thread creation, a sleeper's wake-up), and a
- *     ready thread then takes the lock itself;
+ *     upstream queues it (thread creation, once the native thread exists,
+ *     as upstream after 3.3.8; a sleeper's wake-up), and a ready thread
+ *     then takes the lock itself;
  *   - no timeslice: with the ready queue empty the timer thread never
  *     sets a timer interrupt. A waiter asks the holder to drop after the
  *     switch interval (or at once, under the priority policy, if the
@@ -303,8 +304,9 @@ rustgil_answers_drop_request(rb_thread_t *th)
 }
 
 /* waiting -> ready: where upstream queues `th` (its creation by another
-   thread, a sleeper's wake-up, a yield), it is marked ready, and a
-   sleeper woken; it then takes the lock itself. sched->lock_ held. */
+   thread, once its native thread exists; a sleeper's wake-up; a yield),
+   it is marked ready, and a sleeper woken; it then takes the lock
+   itself. sched->lock_ held. */
 static void
 rustgil_to_ready(struct rb_thread_sched *sched, rb_thread_t *th, bool wakeup)
 {
@@ -357,8 +359,10 @@ rustgil_release(struct rb_thread_sched *sched, rb_thread_t *th, gil_release_reas
 /* How long a yielder lets a ready thread that is not in the lock's line
    yet (a forced release does not wait for it) come and take the lock
    before it queues again itself: long enough for a thread just created
-   or woken to be scheduled, short enough that a thread that never comes
-   (its native thread failed to start) costs little. */
+   or woken to be scheduled, short enough that one the OS is slow to run
+   costs little. Every ready thread has its native thread: a new one is
+   made ready only once it has started (native_thread_create_dedicated),
+   so one whose start failed is never waited for. */
 #define RUSTGIL_YIELD_GRACE_NS 2000000
 
 /* A yield's release: forced, so it returns once a thread in the lock's

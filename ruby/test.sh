@@ -9,7 +9,8 @@
 #      the accounting report asked for in RUBY_RUST_GIL are written; each
 #      preset's switch interval and spin; a Thread.new whose
 #      pthread_create fails (ruby/fail_pthread_create.c, LD_PRELOAD'd)
-#      leaves no waiter behind;
+#      leaves no waiter behind; the report and a whole trace when Ruby
+#      ends on SIGINT, SIGTERM, an uncaught Interrupt or exception, exit;
 #   2. ruby/smoke_test.rb under every preset;
 #   3. the GVL instrumentation API's own test
 #      (test/-ext-/thread/test_instrumentation_api.rb, with its extension:
@@ -173,6 +174,31 @@ p 4.times.map { |i| Thread.new { Thread.pass; i * 2 } }.map(&:value)" 2>&1) \
         || die "$policy: threads after a failed Thread.new: $out"
     grep -x '\[0, 2, 4, 6\]' <<<"$out" >/dev/null || die "$policy: threads after a failed Thread.new: $out"
     say "    $policy: $forced forced releases in 1000 Thread.pass after it; later threads run"
+done
+
+say "the report and the trace are written however Ruby ends: a signal, an uncaught exception, exit"
+# Ruby ends on SIGINT, SIGTERM or an uncaught Interrupt by raising the
+# signal again after its cleanup, so exit(3) and its handlers never run.
+for case in "SIGINT:130:Process.kill(:INT, Process.pid); sleep 60" \
+            "SIGTERM:143:Process.kill(:TERM, Process.pid); sleep 60" \
+            "Interrupt:130:raise Interrupt" \
+            "RuntimeError:1:raise 'uncaught'" \
+            "exit:3:exit 3"; do
+    what=${case%%:*} rest=${case#*:}
+    want=${rest%%:*} code=${rest#*:}
+    trace="$work/end-$what.json"
+    set +e
+    out=$(RUBY_RUST_GIL="priority,stats=1,trace=$trace" timeout 120 "$ruby" -e "Thread.new { 1 }.join; $code" 2>&1)
+    rc=$?
+    set -e
+    [ "$rc" = "$want" ] || die "ended by $what: exit status $rc, not $want: $out"
+    [ "$(grep -c '^ruby: rust-gil stats, pid' <<<"$out")" = 1 ] || die "ended by $what: not one stats=1 report: $out"
+    grep -E '^ lock: [1-9][0-9]* acquisitions' <<<"$out" >/dev/null || die "ended by $what: no lock counters: $out"
+    "$ruby" -rjson -e 'doc = JSON.parse(File.read(ARGV[0]))
+        abort "no events" if doc["traceEvents"].empty?
+        abort "title: #{doc["otherData"]["title"]}" unless doc["otherData"]["title"].include?("GIL options priority,spin_us=200")' \
+        "$trace" || die "ended by $what: the trace $trace is not a whole trace ($(wc -c <"$trace" || true) bytes)"
+    say "    ended by $what (exit status $rc): the report and a whole trace"
 done
 
 # ---- 2. the smoke test under every preset ----------------------------------

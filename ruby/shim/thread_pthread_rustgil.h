@@ -49,6 +49,7 @@
 
 #include <gil.h>
 #include "ruby/version.h"
+#include "ruby/vm.h"
 #include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -208,6 +209,31 @@ rustgil_report(void)
     free(h);
 }
 
+/* The report and the trace, written once, at the first of: the VM's
+   destruction (ruby_vm_at_exit), which every end that runs Ruby's cleanup
+   reaches: the end of the program, exit, an uncaught exception, and
+   SIGINT, SIGTERM or an uncaught Interrupt or SignalException, after which
+   Ruby raises the signal again, so exit(3) never runs; or exit(3), for a
+   C extension that exits without Ruby's cleanup. Not on exit! or a signal
+   Ruby does not handle (SIGKILL). A fork child inherits both
+   registrations and writes its own trace (%p), not the report. */
+static void
+rustgil_write_observers(void)
+{
+    static int written = 0;
+    if (written) return;
+    written = 1;
+    if (rustgil_counted != NULL) rustgil_report();
+    if (rustgil_traced != NULL) rustgil_write_trace();
+}
+
+static void
+rustgil_vm_at_exit(ruby_vm_t *vm)
+{
+    (void)vm;
+    rustgil_write_observers();
+}
+
 /* The observers RUBY_RUST_GIL asks for (stats=, trace=), on the main
    Ractor's lock; in a fork child a trace starts only if its name has %p. */
 static void
@@ -231,13 +257,13 @@ rustgil_start_observers(gil_t *g, int child)
         rustgil_check(gil_set_histograms(g, true), "gil_set_histograms");
         rustgil_counted = g;
         rustgil_counted_pid = getpid();
-        atexit(rustgil_report);
     }
-    if (rustgil_trace_path[0] == '\0') return;
-    rustgil_traced = g;
-    if (!registered) {
+    if (rustgil_trace_path[0] != '\0') rustgil_traced = g;
+    if ((rustgil_counted != NULL || rustgil_traced != NULL) && !registered) {
+        /* At start-up (Init_BareVM) the VM and its allocator exist. */
         registered = 1;
-        atexit(rustgil_write_trace);
+        ruby_vm_at_exit(rustgil_vm_at_exit);
+        atexit(rustgil_write_observers);
     }
 }
 

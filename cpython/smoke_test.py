@@ -29,6 +29,7 @@ debuggers need.
 import ast
 import ctypes
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -506,6 +507,36 @@ class RustGilSmoke(unittest.TestCase):
         self.assertTrue(doc["otherData"]["ring"])
         self.assertEqual(doc["otherData"]["events"], 50)
         self.assertGreater(doc["otherData"]["dropped_events"], 300)
+
+    @unittest.skipUnless(hasattr(signal, "SIGINT") and os.name == "posix", "needs POSIX signals")
+    def test_a_trace_from_the_environment_is_written_on_an_uncaught_keyboard_interrupt(self):
+        # Python ends on an uncaught KeyboardInterrupt (Ctrl-C, SIGINT) by
+        # finalizing, then killing itself with SIGINT: exit(3) and its
+        # handlers never run. A SIGTERM handler that raises SystemExit
+        # ends through exit(3).
+        import json
+        import tempfile
+        cases = [
+            ("SIGINT", -signal.SIGINT, "os.kill(os.getpid(), signal.SIGINT); time.sleep(60)\n"),
+            ("KeyboardInterrupt", -signal.SIGINT, "raise KeyboardInterrupt\n"),
+            ("SIGTERM to sys.exit", 3, "signal.signal(signal.SIGTERM, lambda *a: sys.exit(3))\n"
+                                       "os.kill(os.getpid(), signal.SIGTERM); time.sleep(60)\n"),
+        ]
+        for what, status, end in cases:
+            with self.subTest(what), tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "gil.json")
+                code = ("import os, signal, sys, threading, time\n"
+                        "t = threading.Thread(target=time.sleep, args=(0.001,), name='worker')\n"
+                        "t.start(); t.join()\n" + end)
+                r = self.run_python(code, PYTHON_RUST_GIL=f"{EXPECTED_POLICY},trace={path}")
+                self.assertEqual(r.returncode, status, r.stderr)
+                self.assertTrue(os.path.exists(path), f"ended by {what}: no trace file")
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                self.assertTrue(text, f"ended by {what}: the trace file is empty")
+                doc = json.loads(text)
+                names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+                self.assertLessEqual({"worker", "MainThread"}, names)
 
     @unittest.skipUnless(hasattr(os, "fork"), "needs fork")
     def test_a_fork_child_writes_its_own_trace(self):

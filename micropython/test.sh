@@ -99,6 +99,41 @@ grep 'GIL options priority-lazy,interval_us=2000,lazy_us=30,spin_us=0,laps=3, pi
     || die "the trace's title does not give the options text the lock is"
 rm -rf "$tracedir"
 
+say "a trace is written when SIGINT ends MicroPython (an uncaught KeyboardInterrupt)"
+tracedir=$(mktemp -d)
+cat >"$tracedir/sleep.py" <<'EOF'
+import _thread, time
+done = []
+_thread.start_new_thread(lambda: done.append(1), ())
+while not done:
+    time.sleep(0.001)
+print("ready")
+time.sleep(60)
+EOF
+MICROPY_RUST_GIL="priority,trace=$tracedir/gil.json" "$MICROPY_RUSTGIL" "$tracedir/sleep.py" \
+    >"$tracedir/out" 2>&1 &
+pid=$!
+# Bounded: 60 s for it to start; its sleep(60) bounds the rest.
+for _ in $(seq 600); do
+    grep -x ready "$tracedir/out" >/dev/null && break
+    sleep 0.1
+done
+grep -x ready "$tracedir/out" >/dev/null || { kill "$pid" || true; die "the sleeper did not start: $(cat "$tracedir/out")"; }
+kill -INT "$pid"
+set +e
+wait "$pid"
+rc=$?
+set -e
+[ "$rc" = 1 ] || die "SIGINT: exit status $rc, not 1 (an uncaught KeyboardInterrupt): $(cat "$tracedir/out")"
+grep KeyboardInterrupt "$tracedir/out" >/dev/null || die "SIGINT: no KeyboardInterrupt: $(cat "$tracedir/out")"
+"$MICROPY_RUSTGIL" -c "
+import json
+doc = json.load(open('$tracedir/gil.json'))
+assert doc['traceEvents'], 'no events'
+assert 'GIL options priority' in doc['otherData']['title'], doc['otherData']['title']" \
+    || die "SIGINT: $tracedir/gil.json is not a whole trace ($(wc -c <"$tracedir/gil.json" || true) bytes)"
+rm -rf "$tracedir"
+
 # ---- 2. smoke test under every preset -------------------------------------
 presets=$("$MICROPY_RUSTGIL" -c 'import rustgil; print(" ".join(rustgil.presets()))')
 for p in $presets; do

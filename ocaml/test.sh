@@ -4,7 +4,8 @@
 #   0. the patch alone (no -DCAML_RUST_GIL) changes no code: the systhreads
 #      stubs preprocess to exactly what the pristine source gives;
 #   1. start-up errors: a bad OCAML_RUST_GIL stops start-up naming it, and
-#      a trace and the accounting report asked for in it are written;
+#      a trace and the accounting report asked for in it are written, also
+#      on Sys.Break, a signal handler's exit and an uncaught exception;
 #   2. ocaml/smoke_test.ml, native and bytecode, under every preset;
 #   3. OCaml's own thread tests (testsuite/tests/lib-systhreads and
 #      lib-threads, through ocamltest) under every preset
@@ -91,6 +92,44 @@ grep -E '^ lock: [1-9][0-9]* acquisitions' <<<"$out" >/dev/null || die "stats=1:
 grep -E '^ waits \(us\): p50 [0-9.]+, p99' <<<"$out" >/dev/null || die "stats=1: no wait quantiles: $out"
 [ "$(grep -cE '^ +[0-9]+ +[01] +[0-9]+ ' <<<"$out")" -ge 4 ] || die "stats=1: fewer thread rows than the smoke test's threads: $out"
 grep 'switch interval 2000 us$' <<<"$out" >/dev/null || die "interval_us=2000 is not the lock's interval: $out"
+
+say "the report and the trace are written on the ends OCaml handles: Sys.Break, a handler's exit, an uncaught exception"
+# OCaml installs no handler for SIGINT or SIGTERM: unless the program asks
+# (Sys.catch_break, Sys.set_signal), they kill it without exit(3), and
+# nothing is written (docs/observability.md). Every end the runtime
+# handles goes through exit(3), whose handlers write both.
+cat >"$work/ends.ml" <<'EOF'
+let () =
+  Thread.join (Thread.create (fun () -> ()) ());
+  match Sys.argv.(1) with
+  | "break" ->
+      Sys.catch_break true;
+      Unix.kill (Unix.getpid ()) Sys.sigint;
+      Unix.sleepf 60.
+  | "term" ->
+      Sys.set_signal Sys.sigterm (Sys.Signal_handle (fun _ -> exit 3));
+      Unix.kill (Unix.getpid ()) Sys.sigterm;
+      Unix.sleepf 60.
+  | "raise" -> failwith "uncaught"
+  | _ -> exit 4
+EOF
+(cd "$work" && ocamlopt -I +unix -I +threads unix.cmxa threads.cmxa ends.ml -o ends.opt) >"$work/compile.log" 2>&1 \
+    || { cat "$work/compile.log" >&2; die "ends.ml does not compile"; }
+for case in break:2 term:3 raise:2; do
+    how=${case%:*} want=${case#*:}
+    set +e
+    out=$(OCAML_RUST_GIL="priority,stats=1,trace=$work/end-$how.json" timeout 120 "$work/ends.opt" "$how" 2>&1)
+    rc=$?
+    set -e
+    [ "$rc" = "$want" ] || die "ends.opt $how: exit status $rc, not $want: $out"
+    [ "$(grep -c '^ocaml: rust-gil stats, pid' <<<"$out")" = 1 ] || die "ends.opt $how: not one stats=1 report: $out"
+    python3 -c 'import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["traceEvents"], "no events"
+assert "GIL options priority" in doc["otherData"]["title"], doc["otherData"]["title"]' "$work/end-$how.json" \
+        || die "ends.opt $how: $work/end-$how.json is not a whole trace"
+    say "    $how (exit status $rc): the report and a whole trace"
+done
 
 say "the report prints the options text the lock is: OCaml's defaults spelled out"
 for case in "priority|priority,spin_us=200" "classic|classic,interval_us=50000" "lazy|lazy" \

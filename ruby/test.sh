@@ -7,7 +7,10 @@
 #   1. start-up errors: a bad RUBY_RUST_GIL or RUBY_MN_THREADS=1 stops
 #      start-up naming it (exit status 2) and runs nothing; a trace and
 #      the accounting report asked for in RUBY_RUST_GIL are written; each
-#      preset's switch interval and spin;
+#      preset's switch interval and spin; a Thread.new whose
+#      pthread_create fails (ruby/fail_pthread_create.c, LD_PRELOAD'd)
+#      leaves no waiter behind; the report and a whole trace when Ruby
+#      ends on SIGINT, SIGTERM, an uncaught Interrupt or exception, exit;
 #   2. ruby/smoke_test.rb under every preset;
 #   3. the GVL instrumentation API's own test
 #      (test/-ext-/thread/test_instrumentation_api.rb, with its extension:
@@ -129,6 +132,73 @@ for case in priority:200 priority-lazy-monitor:200 classic:0 lazy:0 monitor:0 pr
     policy=${case%:*} want=${case##*:}
     out=$(RUBY_RUST_GIL="$policy,stats=1" "$ruby" -e 'Thread.new { 1 }.join' 2>&1) || die "under $policy,stats=1: $out"
     grep "; spin $want us, [0-9]* CPU spin takes\$" <<<"$out" >/dev/null || die "$policy: the spin is not $want us: $(grep '^ lock:' <<<"$out")"
+done
+
+say "a Thread.new that cannot start its native thread leaves no waiter behind"
+cc -shared -fPIC -o "$work/fail_pthread_create.so" "$repo/ruby/fail_pthread_create.c" -ldl \
+    || die "cannot build ruby/fail_pthread_create.c"
+fail_one_start='ENV["RUSTGIL_TEST_FAIL_PTHREAD_CREATE"] = "1"
+begin
+  Thread.new { }
+  abort "Thread.new started a thread while pthread_create fails"
+rescue ThreadError => e
+  puts "refused: #{e.message}"
+ensure
+  ENV.delete("RUSTGIL_TEST_FAIL_PTHREAD_CREATE")
+end'
+for policy in priority classic; do
+    # Thread.pass beside a thread asleep in Queue#pop keeps the lock when no
+    # thread is ready: counted by the main thread's forced releases in the
+    # report (its row is the first), not timed. The thread that never
+    # started, still counted as ready, made each of the 1000 passes a
+    # forced release that waited 2 ms for it: 1000 or more. The rest of the
+    # program makes a few at most (a forced release answers a thread that
+    # waits for the lock: only the sleeper's start and wake-up do).
+    out=$(RUBY_RUST_GIL="$policy,stats=1" LD_PRELOAD="$work/fail_pthread_create.so" timeout 120 \
+        "$ruby" -e "q = Queue.new
+sleeper = Thread.new { q.pop }
+sleep 0.001 until sleeper.status == 'sleep'
+$fail_one_start
+1000.times { Thread.pass }
+q << :done
+sleeper.join" 2>&1) || die "$policy: a failed Thread.new, then Thread.pass: $out"
+    grep "^refused: can't create Thread: Resource temporarily unavailable" <<<"$out" >/dev/null \
+        || die "$policy: Thread.new did not fail as pthread_create did: $out"
+    forced=$(awk 'NF == 10 && $1 == 1 { print $8 }' <<<"$out")
+    [ -n "$forced" ] && [ "$forced" -lt 100 ] \
+        || die "$policy: after a failed Thread.new, 1000 Thread.pass beside a sleeping thread made ${forced:-?} forced releases (a yield waited for a thread that does not exist): $out"
+    # Threads started after it run (stock 3.3.8 deadlocks here; timeout bounds it).
+    out=$(RUBY_RUST_GIL=$policy LD_PRELOAD="$work/fail_pthread_create.so" timeout 120 \
+        "$ruby" -e "$fail_one_start
+p 4.times.map { |i| Thread.new { Thread.pass; i * 2 } }.map(&:value)" 2>&1) \
+        || die "$policy: threads after a failed Thread.new: $out"
+    grep -x '\[0, 2, 4, 6\]' <<<"$out" >/dev/null || die "$policy: threads after a failed Thread.new: $out"
+    say "    $policy: $forced forced releases in 1000 Thread.pass after it; later threads run"
+done
+
+say "the report and the trace are written however Ruby ends: a signal, an uncaught exception, exit"
+# Ruby ends on SIGINT, SIGTERM or an uncaught Interrupt by raising the
+# signal again after its cleanup, so exit(3) and its handlers never run.
+for case in "SIGINT:130:Process.kill(:INT, Process.pid); sleep 60" \
+            "SIGTERM:143:Process.kill(:TERM, Process.pid); sleep 60" \
+            "Interrupt:130:raise Interrupt" \
+            "RuntimeError:1:raise 'uncaught'" \
+            "exit:3:exit 3"; do
+    what=${case%%:*} rest=${case#*:}
+    want=${rest%%:*} code=${rest#*:}
+    trace="$work/end-$what.json"
+    set +e
+    out=$(RUBY_RUST_GIL="priority,stats=1,trace=$trace" timeout 120 "$ruby" -e "Thread.new { 1 }.join; $code" 2>&1)
+    rc=$?
+    set -e
+    [ "$rc" = "$want" ] || die "ended by $what: exit status $rc, not $want: $out"
+    [ "$(grep -c '^ruby: rust-gil stats, pid' <<<"$out")" = 1 ] || die "ended by $what: not one stats=1 report: $out"
+    grep -E '^ lock: [1-9][0-9]* acquisitions' <<<"$out" >/dev/null || die "ended by $what: no lock counters: $out"
+    "$ruby" -rjson -e 'doc = JSON.parse(File.read(ARGV[0]))
+        abort "no events" if doc["traceEvents"].empty?
+        abort "title: #{doc["otherData"]["title"]}" unless doc["otherData"]["title"].include?("GIL options priority,spin_us=200")' \
+        "$trace" || die "ended by $what: the trace $trace is not a whole trace ($(wc -c <"$trace" || true) bytes)"
+    say "    ended by $what (exit status $rc): the report and a whole trace"
 done
 
 # ---- 2. the smoke test under every preset ----------------------------------

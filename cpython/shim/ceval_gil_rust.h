@@ -286,7 +286,9 @@ create_gil(struct _gil_runtime_state *gil)
 static void
 destroy_gil(struct _gil_runtime_state *gil)
 {
-    /* A second Py_Initialize: the trace of the first one ends here. */
+    /* A second Py_Initialize whose first Py_FinalizeEx did not write the
+       trace (Py_AtExit's list was full): the trace of the first one ends
+       here. */
     if (rustgil_env_trace_lock != NULL && rustgil_env_trace_lock == rustgil_of(gil)) {
         rustgil_write_env_trace();
     }

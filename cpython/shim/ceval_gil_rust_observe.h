@@ -95,10 +95,12 @@ rustgil_tag_thread(gil_t *lock, PyThreadState *tstate)
 static gil_t *rustgil_env_trace_lock = NULL;
 static char rustgil_env_trace_path[GIL_TRACE_PATH_MAX + 256];
 
-/* Writes the trace the options started, at exit (the main interpreter's
-   lock is never freed at finalization, see destroy_gil); nothing if it was
-   stopped already (_rustgil.trace_stop()) or never started in this
-   process. A fork child that leaves by os._exit writes nothing. */
+/* Writes the trace the options started, at the end of Py_FinalizeEx (the
+   main interpreter's lock is never freed at finalization, see destroy_gil)
+   or else at exit; nothing if it was stopped already
+   (_rustgil.trace_stop()) or never started in this process. A fork child
+   that leaves by os._exit writes nothing; nor does a process killed by a
+   signal Python does not handle (SIGTERM, SIGKILL by default). */
 static void
 rustgil_write_env_trace(void)
 {
@@ -155,6 +157,16 @@ rustgil_start_observers(gil_t *lock, int child, const gil_options_t *o, const ch
         return;
     }
     rustgil_env_trace_lock = lock;
+    /* Written by Py_FinalizeEx's last step (Py_AtExit), which every end
+       with Python's own cleanup reaches: the end of the script, sys.exit,
+       an uncaught exception, and an uncaught KeyboardInterrupt, after which
+       Py_RunMain kills the process with SIGINT, so exit(3) never runs.
+       Registered at each Py_Initialize (each finalization empties the
+       list); a fork child inherits its parent's. exit(3)'s handler stays
+       for an embedder that exits without Py_FinalizeEx. */
+    if (!child) {
+        (void)Py_AtExit(rustgil_write_env_trace);
+    }
     static int registered = 0;
     if (!registered) {
         registered = 1;

@@ -17,8 +17,9 @@
  *     names the holder, set and cleared under sched->lock_ as upstream;
  *     the ready queue stays empty;
  *   - "ready" (stock: queued) is a flag of the thread's, set where
- *     upstream queues it (thread creation, a sleeper's wake-up), and a
- *     ready thread then takes the lock itself;
+ *     upstream queues it (thread creation, once the native thread exists,
+ *     as upstream after 3.3.8; a sleeper's wake-up), and a ready thread
+ *     then takes the lock itself;
  *   - no timeslice: with the ready queue empty the timer thread never
  *     sets a timer interrupt. A waiter asks the holder to drop after the
  *     switch interval (or at once, under the priority policy, if the
@@ -48,6 +49,7 @@
 
 #include <gil.h>
 #include "ruby/version.h"
+#include "ruby/vm.h"
 #include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -207,6 +209,31 @@ rustgil_report(void)
     free(h);
 }
 
+/* The report and the trace, written once, at the first of: the VM's
+   destruction (ruby_vm_at_exit), which every end that runs Ruby's cleanup
+   reaches: the end of the program, exit, an uncaught exception, and
+   SIGINT, SIGTERM or an uncaught Interrupt or SignalException, after which
+   Ruby raises the signal again, so exit(3) never runs; or exit(3), for a
+   C extension that exits without Ruby's cleanup. Not on exit! or a signal
+   Ruby does not handle (SIGKILL). A fork child inherits both
+   registrations and writes its own trace (%p), not the report. */
+static void
+rustgil_write_observers(void)
+{
+    static int written = 0;
+    if (written) return;
+    written = 1;
+    if (rustgil_counted != NULL) rustgil_report();
+    if (rustgil_traced != NULL) rustgil_write_trace();
+}
+
+static void
+rustgil_vm_at_exit(ruby_vm_t *vm)
+{
+    (void)vm;
+    rustgil_write_observers();
+}
+
 /* The observers RUBY_RUST_GIL asks for (stats=, trace=), on the main
    Ractor's lock; in a fork child a trace starts only if its name has %p. */
 static void
@@ -230,13 +257,13 @@ rustgil_start_observers(gil_t *g, int child)
         rustgil_check(gil_set_histograms(g, true), "gil_set_histograms");
         rustgil_counted = g;
         rustgil_counted_pid = getpid();
-        atexit(rustgil_report);
     }
-    if (rustgil_trace_path[0] == '\0') return;
-    rustgil_traced = g;
-    if (!registered) {
+    if (rustgil_trace_path[0] != '\0') rustgil_traced = g;
+    if ((rustgil_counted != NULL || rustgil_traced != NULL) && !registered) {
+        /* At start-up (Init_BareVM) the VM and its allocator exist. */
         registered = 1;
-        atexit(rustgil_write_trace);
+        ruby_vm_at_exit(rustgil_vm_at_exit);
+        atexit(rustgil_write_observers);
     }
 }
 
@@ -303,8 +330,9 @@ rustgil_answers_drop_request(rb_thread_t *th)
 }
 
 /* waiting -> ready: where upstream queues `th` (its creation by another
-   thread, a sleeper's wake-up, a yield), it is marked ready, and a
-   sleeper woken; it then takes the lock itself. sched->lock_ held. */
+   thread, once its native thread exists; a sleeper's wake-up; a yield),
+   it is marked ready, and a sleeper woken; it then takes the lock
+   itself. sched->lock_ held. */
 static void
 rustgil_to_ready(struct rb_thread_sched *sched, rb_thread_t *th, bool wakeup)
 {
@@ -357,8 +385,10 @@ rustgil_release(struct rb_thread_sched *sched, rb_thread_t *th, gil_release_reas
 /* How long a yielder lets a ready thread that is not in the lock's line
    yet (a forced release does not wait for it) come and take the lock
    before it queues again itself: long enough for a thread just created
-   or woken to be scheduled, short enough that a thread that never comes
-   (its native thread failed to start) costs little. */
+   or woken to be scheduled, short enough that one the OS is slow to run
+   costs little. Every ready thread has its native thread: a new one is
+   made ready only once it has started (native_thread_create_dedicated),
+   so one whose start failed is never waited for. */
 #define RUSTGIL_YIELD_GRACE_NS 2000000
 
 /* A yield's release: forced, so it returns once a thread in the lock's

@@ -552,9 +552,12 @@ pub(crate) struct CpuTurn<S> {
     pub(crate) owner: usize,
     /// Its place in the queue while it waits there.
     pub(crate) queued: Option<u64>,
-    /// It was made to let go for an I/O-class thread and is on its way
-    /// back: the turn is still its own.
-    pub(crate) away: bool,
+    /// It holds the lock (taken under the waiting room's mutex).
+    pub(crate) held: bool,
+    /// Since when it has been on its way back, made to let go for an
+    /// I/O-class thread: the turn is still its own, for a switch interval
+    /// at most ([`due`]).
+    pub(crate) away: Option<S>,
     /// Since when another CPU-class thread has waited for a turn: the turn
     /// ends [`turn_length`] after that ([`due`]).
     pub(crate) contested: Option<S>,
@@ -682,12 +685,14 @@ impl<S: Copy> Timers<S> {
         self.turn.as_mut()
     }
 
-    /// The turn goes to `owner` (its token), contested since `contested`.
+    /// The turn goes to `owner` (its token), which holds the lock,
+    /// contested since `contested`.
     pub(crate) fn begin_turn(&mut self, owner: usize, contested: Option<S>) {
         self.turn = Some(CpuTurn {
             owner,
             queued: None,
-            away: false,
+            held: true,
+            away: None,
             contested,
         });
     }
@@ -799,7 +804,23 @@ pub(crate) fn due<S: Copy + Ord, C: Elapsed<S>>(clock: &C, scene: &Scene<S>, tim
         (None, _) => {}
     }
 
-    // 4. The CPU class's turn.
+    // 4. The CPU class's turn. An owner that was preempted and has not
+    // come back within an interval is not coming (it let go on the
+    // uncontended path, which the room never sees): its turn is over.
+    if let Some(CpuTurn {
+        queued: None,
+        held: false,
+        away: Some(since),
+        ..
+    }) = timers.turn
+    {
+        if clock.passed(since, interval) {
+            timers.turn = None;
+            due.turn_over = true;
+        } else {
+            next = next.min(clock.left(since, interval));
+        }
+    }
     if let Some(turn) = timers.turn.as_mut() {
         let queued_as_cpu = usize::from(turn.queued.is_some());
         let rivals = scene.census.cpu > queued_as_cpu;

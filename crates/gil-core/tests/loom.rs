@@ -932,3 +932,98 @@ fn priority_lazy_release_hands_over_to_an_io_waiter() {
         );
     }
 }
+
+#[test]
+fn a_preempted_cpu_thread_gets_the_lock_back_before_other_cpu_waiters() {
+    // Priority policy, no clock (no turn can run out). B makes itself
+    // CPU-class (a forced release), then waits behind A; A lets go (forced)
+    // and B takes the lock as the CPU class's turn, A coming back to wait
+    // as CPU-class too. Once A waits, I, a fresh (I/O-class) thread,
+    // preempts B and lets go. Whatever the interleaving, the lock goes back
+    // to B, whose turn it still is, not to A, which waited longer: the
+    // acquisition after I's is B's. Plain and monitored.
+    for config in [GilConfig::new(), monitored()] {
+        turn_model(config.policy(gil_core::Policy::Priority));
+    }
+}
+
+/// A step one thread waits for and another signals: a flag and a loom
+/// `Notify` (whose wait may return early, so it waits until the flag).
+#[derive(Default)]
+struct Signal {
+    done: AtomicBool,
+    notify: loom::sync::Notify,
+}
+
+impl Signal {
+    fn signal(&self) {
+        self.done.store(true, SeqCst);
+        self.notify.notify();
+    }
+    fn wait(&self) {
+        while !self.done.load(SeqCst) {
+            self.notify.wait();
+        }
+    }
+}
+
+fn turn_model(config: GilConfig) {
+    loom::model(move || {
+        let gil = Arc::new(Gil::new(config.clone()).unwrap());
+        let (a, b, i) = (tok(1), tok(2), tok(3));
+        // Acquisitions in order (the hook sees them under the lock's mutex),
+        // and the steps the threads wait for: blocking, not spinning, so
+        // that loom has few interleavings to explore.
+        let taken = std::sync::Arc::new(StdMutex::new(Vec::<usize>::new()));
+        let [ready, go, a_waits, b_waits] = [(); 4].map(|_| Arc::new(Signal::default()));
+        {
+            let (taken, a_waits, b_waits) = (taken.clone(), a_waits.clone(), b_waits.clone());
+            gil.set_event_hook(Some(std::sync::Arc::new(move |e: &gil_core::Event| match e.kind {
+                gil_core::EventKind::Acquired => taken.lock().unwrap().push(e.token.get()),
+                gil_core::EventKind::WaitStart if e.token.get() == 1 => a_waits.signal(),
+                gil_core::EventKind::WaitStart if e.token.get() == 2 => b_waits.signal(),
+                _ => {}
+            })))
+            .expect("not inside a hook");
+        }
+        let cpu_b = {
+            let (gil, ready, go) = (gil.clone(), ready.clone(), go.clone());
+            thread::spawn(move || {
+                gil.acquire(b).unwrap();
+                gil.release(b, ReleaseReason::Forced).unwrap(); // alone: returns at once
+                ready.signal();
+                go.wait();
+                gil.acquire(b).unwrap(); // waits behind A, CPU-class
+                while !gil.handle_drop_request(b).unwrap() {
+                    thread::yield_now(); // until I asks: then let go and come back
+                }
+                gil.release(b, ReleaseReason::Final).unwrap();
+            })
+        };
+        ready.wait();
+        gil.acquire(a).unwrap();
+        go.signal();
+        b_waits.wait();
+        gil.release(a, ReleaseReason::Forced).unwrap(); // B takes; A is CPU-class now
+        let io = {
+            let (gil, a_waits) = (gil.clone(), a_waits.clone());
+            thread::spawn(move || {
+                a_waits.wait();
+                gil.acquire(i).unwrap();
+                gil.release(i, ReleaseReason::Final).unwrap();
+            })
+        };
+        gil.acquire(a).unwrap();
+        gil.release(a, ReleaseReason::Final).unwrap();
+        cpu_b.join().unwrap();
+        io.join().unwrap();
+        gil.set_event_hook(None).expect("not inside a hook"); // the hook holds the lock: break the cycle
+        let taken = taken.lock().unwrap().clone();
+        let after_io = taken
+            .iter()
+            .position(|&t| t == 3)
+            .and_then(|at| taken.get(at + 1).copied());
+        assert_eq!(after_io, Some(2), "another CPU-class waiter took B's turn: {taken:?}");
+        assert!(gil.is_idle());
+    });
+}

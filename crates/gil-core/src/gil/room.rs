@@ -275,12 +275,33 @@ impl WaitRoom {
         policy::due(&self.clock, scene, &mut self.timers)
     }
 
-    /// Where the CPU class's turn stands: queued, or (not queued) holding
-    /// the lock or on its way back to it.
+    /// Where the CPU class's turn stands: its owner queued, or (not
+    /// queued) holding the lock or on its way back to it.
     pub(super) fn rotation(&self) -> Rotation {
         match self.timers.turn() {
-            None => Rotation::Open,
-            Some(t) => t.queued.map_or(Rotation::Away, Rotation::Queued),
+            Some(&policy::CpuTurn {
+                queued: Some(ticket), ..
+            }) => Rotation::Queued(ticket),
+            Some(t) if t.held || t.away.is_some() => Rotation::Away,
+            _ => Rotation::Open,
+        }
+    }
+
+    /// The first waiter has come while `holder` holds the lock (`last`
+    /// took it last): a turn whose owner neither holds the lock, nor waits,
+    /// nor is on its way back from a preemption is over (its owner let go
+    /// on the uncontended path, which never sees the room), so that nobody
+    /// waits for it.
+    pub(super) fn first_waiter_came(&mut self, holder: Option<Token>, last: Option<Token>) {
+        let Some(turn) = self.timers.turn() else {
+            return;
+        };
+        let owner = Some(turn.owner);
+        let holds = holder.map(Token::get) == owner;
+        // Preempted, then back and gone again without the room.
+        let came_back = last.map(Token::get) == owner;
+        if turn.queued.is_none() && !holds && (turn.away.is_none() || came_back) {
+            self.timers.end_turn();
         }
     }
 
@@ -331,6 +352,7 @@ impl WaitRoom {
         if let Some(turn) = self.timers.turn_mut() {
             if turn.owner == token.get() {
                 turn.queued = Some(ticket);
+                turn.away = None;
             } else if class == ThreadClass::Cpu && turn.contested.is_none() {
                 // A rival for the turn: it ends an interval from now.
                 turn.contested = Some(since);
@@ -353,7 +375,7 @@ impl WaitRoom {
     /// Waiter `w` leaves the queue and the census, with the lock or
     /// without it: whether it was starving. The CPU class's turn ends when
     /// its owner gives up waiting, and when nobody is left to take turns
-    /// with.
+    /// with (unless its owner is on its way back).
     pub(super) fn remove(&mut self, w: &Waiter<'_>, with_lock: bool) -> bool {
         let at = self
             .queue
@@ -369,7 +391,9 @@ impl WaitRoom {
                 }
             }
         }
-        if self.census.waiters() == 0 {
+        if self.census.waiters() == 0 && self.timers.turn().is_some_and(|t| t.away.is_none()) {
+            // Nobody left to take turns with; an owner on its way back
+            // keeps its turn (for an interval at most: `policy::due`).
             self.timers.end_turn();
         }
         starving
@@ -436,8 +460,9 @@ impl WaitRoom {
     /// `sn`): its interval (or slice) is timed from now. A CPU-class taker
     /// is the CPU class's turn, as the starvation bound counts it, and
     /// (`turns`: priority policy) begins its own turn of the CPU class,
-    /// unless it is its turn already, if another CPU-class thread waits
-    /// to take turns with it.
+    /// unless it is its turn already, if another CPU-class thread waits to
+    /// take turns with it, or was just made to let go and will (a forced
+    /// releaser waiting for this switch).
     pub(super) fn took(&mut self, token: Token, class: ThreadClass, sn: u64, turns: bool) {
         let now = self.clock.now();
         self.timers.new_holder(sn, now);
@@ -448,9 +473,15 @@ impl WaitRoom {
         if !turns {
             return;
         }
+        let rivals = self.census.cpu() > 0;
+        let coming_back = self.switch_awaited();
         match self.timers.turn_mut() {
-            Some(turn) if turn.owner == token.get() => turn.queued = None,
-            _ if self.census.cpu() > 0 => self.timers.begin_turn(token.get(), Some(now)),
+            Some(turn) if turn.owner == token.get() => {
+                (turn.queued, turn.held, turn.away) = (None, true, None);
+            }
+            _ if rivals || coming_back => {
+                self.timers.begin_turn(token.get(), rivals.then_some(now));
+            }
             _ => self.timers.end_turn(),
         }
     }
@@ -459,8 +490,11 @@ impl WaitRoom {
     /// I/O-class thread (`preempted`), it keeps the CPU class's turn if it
     /// had it, and comes back for it; any other release ends its turn.
     pub(super) fn let_go(&mut self, token: Token, preempted: bool) {
-        if !preempted && self.turn_owner() == Some(token.get()) {
-            self.timers.end_turn();
+        let now = self.clock.now();
+        match self.timers.turn_mut() {
+            Some(turn) if turn.owner == token.get() && preempted => (turn.held, turn.away) = (false, Some(now)),
+            Some(turn) if turn.owner == token.get() => self.timers.end_turn(),
+            _ => {}
         }
     }
 

@@ -449,12 +449,21 @@ pub(crate) fn next_to_starve<'q, C: Candidate + 'q>(
 /// the priority policy): a CPU-class `waiter`, not `starving` (its turn
 /// is coming), while the `holder` is I/O-class and not in a lazily
 /// released call (`in_call`), once per holder (`watched`: this waiter has
-/// watched this holder already). The I/O thread took the lock from the
-/// CPU class and lets go around its next call, within microseconds: the
-/// waiter takes the lock then without a sleep and a wake-up, and that
-/// release wakes nobody (see [`Watch`]).
-pub(crate) fn watches(waiter: ThreadClass, starving: bool, holder: ThreadClass, in_call: bool, watched: bool) -> bool {
-    waiter == ThreadClass::Cpu && !starving && holder == ThreadClass::Io && !in_call && !watched
+/// watched this holder already), and only if the CPU class's turn lets it
+/// take the lock (`my_rotation`, see [`Rotation`]): another CPU-class
+/// waiter would spin for a lock it may not take, on a CPU the I/O thread
+/// needs. The I/O thread took the lock from the CPU class and lets go
+/// around its next call, within microseconds: the waiter takes the lock
+/// then without a sleep and a wake-up, and that release wakes nobody (see
+/// [`Watch`]).
+pub(crate) fn watches(
+    (waiter, starving): (ThreadClass, bool),
+    holder: ThreadClass,
+    in_call: bool,
+    watched: bool,
+    my_rotation: bool,
+) -> bool {
+    waiter == ThreadClass::Cpu && !starving && holder == ThreadClass::Io && !in_call && !watched && my_rotation
 }
 
 /// A CPU-class waiter's watch over an I/O-class holder ([`watches`]), look
@@ -1150,14 +1159,16 @@ mod tests {
 
     #[test]
     fn only_a_cpu_waiter_watches_an_io_holder_once_and_not_in_a_call() {
-        assert!(watches(Cpu, false, Io, false, false));
+        assert!(watches((Cpu, false), Io, false, false, true));
         // An I/O-class waiter, a starving one, a CPU-class holder, a holder
-        // in a lazily released call, a holder watched already: no watch.
-        assert!(!watches(Io, false, Io, false, false));
-        assert!(!watches(Cpu, true, Io, false, false));
-        assert!(!watches(Cpu, false, Cpu, false, false));
-        assert!(!watches(Cpu, false, Io, true, false));
-        assert!(!watches(Cpu, false, Io, false, true));
+        // in a lazily released call, a holder watched already, a waiter
+        // whose class's turn it is not: no watch.
+        assert!(!watches((Io, false), Io, false, false, true));
+        assert!(!watches((Cpu, true), Io, false, false, true));
+        assert!(!watches((Cpu, false), Cpu, false, false, true));
+        assert!(!watches((Cpu, false), Io, true, false, true));
+        assert!(!watches((Cpu, false), Io, false, true, true));
+        assert!(!watches((Cpu, false), Io, false, false, false));
     }
 
     const LIMIT: Duration = Duration::from_micros(50);

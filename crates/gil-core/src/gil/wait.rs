@@ -202,11 +202,11 @@ impl Gil {
         };
         let hot = &*self.inner.hot;
         let watches = policy::watches(
-            w.class(),
-            room.is_starving(w.ticket()),
+            (w.class(), room.is_starving(w.ticket())),
             hot.holder_class().0,
             s & SYSCALL != 0,
             *watched == Some(sn),
+            room.my_rotation(w.token(), Some(w.ticket())),
         );
         if !watches || !self.inner.room.begin_watch() {
             return false;

@@ -45,17 +45,20 @@ impl Gil {
             hot.acquisitions(),
             cond,
         );
-        if room.queue().len() == 1 {
-            // The first waiter: the holder's interval (and its call, if it
-            // is in one) is timed from now, whatever was timed before, and
-            // a turn left over from before is checked.
-            room.timers_mut().first_waiter(hot.switch_number(), w.since());
-            room.first_waiter_came(hot.holder(), hot.last_holder());
-        }
         // Acquire: pairs with the previous releaser's Release, so `owner`
         // reads below see its clearing store, hence 0 or the current holder.
         hot.word().set_waiters();
         self.observe_wait_start(token);
+        if room.queue().len() == 1 {
+            // The first waiter: the holder's interval (and its call, if it
+            // is in one) is timed from now, whatever was timed before (and
+            // after the wait's event, so a trace never shows a request
+            // sooner than an interval after it), and a turn left over from
+            // before is checked.
+            let now = room.clock().now();
+            room.timers_mut().first_waiter(hot.switch_number(), now);
+            room.first_waiter_came(hot.holder(), hot.last_holder());
+        }
         w
     }
 

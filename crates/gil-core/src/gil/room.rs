@@ -366,7 +366,6 @@ impl WaitRoom {
             token,
             class,
             started,
-            since,
             ticket,
             cond,
         }
@@ -576,8 +575,6 @@ pub(super) struct Waiter<'c> {
     class: ThreadClass,
     /// When it called `acquire`, for the wait-time accounts.
     started: Instant,
-    /// When it joined, on the protocol's clock (the starvation bound).
-    since: Stamp,
     /// Its place in the queue.
     ticket: u64,
     /// Its own condition variable, on its stack, which its queue entry
@@ -599,11 +596,6 @@ impl Waiter<'_> {
     /// When it called `acquire`.
     pub(super) fn started(&self) -> Instant {
         self.started
-    }
-
-    /// When it joined, on the protocol's clock.
-    pub(super) fn since(&self) -> Stamp {
-        self.since
     }
 
     /// Its place in the queue.

@@ -1481,6 +1481,22 @@ mod tests {
     }
 
     #[test]
+    fn an_owner_not_back_within_an_interval_loses_its_turn() {
+        let mut t = Timers::default();
+        t.begin_turn(7, None);
+        let turn = t.turn_mut().expect("a turn");
+        (turn.held, turn.away) = (false, Some(0));
+        // An I/O-class thread holds; nobody else waits for the turn.
+        let sc = scene(turn_holder(false), census(1, 0, 0));
+        let early = due(&At(4_999), &sc, &mut t);
+        assert!(!early.turn_over);
+        assert_eq!(early.next, Some(Duration::from_micros(1)));
+        let late = due(&At(5_000), &sc, &mut t);
+        assert!(late.turn_over);
+        assert!(t.turn().is_none());
+    }
+
+    #[test]
     fn an_uncontested_turn_goes_on() {
         let mut t = Timers::default();
         t.begin_turn(7, Some(0));

@@ -21,15 +21,20 @@ impl Gil {
         let hot = &*self.inner.hot;
         let tuning = &self.inner.tuning;
         let policy = tuning.policy();
+        // As few loads as the look needs (each is a step loom explores).
         let s = hot.word().load(Acquire);
-        let sn = hot.switch_number();
         let holder = if s & SYSCALL != 0 {
-            Holding::InCall { sn, gen: generation(s) }
+            Holding::InCall {
+                sn: hot.switch_number(),
+                gen: generation(s),
+            }
         } else if s & LOCKED != 0 {
             let (class, slice) = hot.holder_class();
-            let owns_turn = hot.holder().is_some_and(|t| room.turn_owner() == Some(t.get()));
+            let owns_turn = room
+                .turn_owner()
+                .is_some_and(|owner| hot.holder().is_some_and(|t| t.get() == owner));
             Holding::Running {
-                sn,
+                sn: hot.switch_number(),
                 class,
                 slice,
                 owns_turn,
@@ -57,7 +62,7 @@ impl Gil {
         if let Some(asked) = due.ask {
             room.note_request(asked.interval, asked.starving);
         }
-        if (due.starve || due.turn_over) && !hot.locked() {
+        if (due.starve || due.turn_over) && holder == Holding::Free {
             // Whoever goes first now must be awake to take the free lock.
             room.wake_next(policy);
         }

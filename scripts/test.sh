@@ -47,7 +47,7 @@ echo "$(basename "$rlib"): no gil_core::trace symbols"
 preemptions="${LOOM_MAX_PREEMPTIONS:-2}"
 step "loom models (LOOM_MAX_PREEMPTIONS=$preemptions)"
 CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg gil_loom" LOOM_MAX_PREEMPTIONS="$preemptions" \
-    timeout 1800 cargo test -p gil-core --test loom --release --locked
+    timeout 2700 cargo test -p gil-core --test loom --release --locked
 
 step "C ABI: header check, C tests (ASan+UBSan, valgrind), install, example"
 bash scripts/c-tests.sh

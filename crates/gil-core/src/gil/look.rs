@@ -51,13 +51,15 @@ impl Gil {
             to_starve: to_starve.map(|i| room.queue()[i].since()),
         };
         let due = room.due(&scene);
-        if due.take_over {
-            self.take_over_system_call(s, room);
-        }
+        // The starving waiter first: a takeover wakes whoever goes first
+        // then, and that must be the waiter starving from now on.
         if let (true, Some(i)) = (due.starve, to_starve) {
             let ticket = room.queue()[i].ticket();
             room.mark_starving(ticket);
             self.inner.tally.starvation_promotion();
+        }
+        if due.take_over {
+            self.take_over_system_call(s, room);
         }
         if let Some(asked) = due.ask {
             room.note_request(asked.interval, asked.starving);

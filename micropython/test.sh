@@ -82,7 +82,7 @@ done
 say "MICROPY_RUST_GIL takes the whole grammar: interval, laps, accounting, a trace"
 tracedir=$(mktemp -d)
 out=$(MICROPY_RUST_GIL="priority-lazy,interval_us=2000,lazy_us=30,laps=3,stats=1,trace=$tracedir/gil-%p.json" \
-    "$MICROPY_RUSTGIL" -c '
+    timeout 300 "$MICROPY_RUSTGIL" -c '
 import rustgil, _thread, time
 def spin():
     n = 0

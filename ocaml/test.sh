@@ -78,7 +78,7 @@ done
 
 say "OCAML_RUST_GIL takes the whole grammar: interval, laps, accounting, a trace"
 out=$(OCAML_RUST_GIL="priority-lazy,interval_us=2000,lazy_us=30,laps=3,stats=1,trace=$work/gil-%p.json" \
-    "$work/smoke.opt" 2>&1) || die "smoke.opt with a trace failed: $out"
+    timeout 300 "$work/smoke.opt" 2>&1) || die "smoke.opt with a trace failed: $out"
 trace=$(find "$work" -maxdepth 1 -name 'gil-*.json' | sed -n 1p)
 [ -n "$trace" ] && grep '"traceEvents"' "$trace" >/dev/null || die "no trace written at exit into $work"
 grep 'GIL options priority-lazy,interval_us=2000,lazy_us=30,spin_us=200,laps=3, pid' "$trace" >/dev/null \
@@ -135,7 +135,7 @@ say "the report prints the options text the lock is: OCaml's defaults spelled ou
 for case in "priority|priority,spin_us=200" "classic|classic,interval_us=50000" "lazy|lazy" \
             "priority,spin_us=0|priority,spin_us=0"; do
     given=${case%%|*} want=${case#*|}
-    out=$(OCAML_RUST_GIL="$given,stats=1" "$work/smoke.opt" 2>&1) || die "smoke.opt under '$given,stats=1' failed: $out"
+    out=$(OCAML_RUST_GIL="$given,stats=1" timeout 300 "$work/smoke.opt" 2>&1) || die "smoke.opt under '$given,stats=1' failed: $out"
     grep ", GIL options $want, switch interval" <<<"$out" >/dev/null \
         || die "'$given': the report does not print '$want': $(grep 'rust-gil stats' <<<"$out")"
 done
@@ -143,14 +143,14 @@ done
 say "the switch interval: OCaml's 50 ms under classic, 5 ms under the other presets"
 for case in classic:50000 priority:5000 lazy:5000 monitor:5000 priority-lazy-monitor:5000 classic,interval_us=700:700; do
     policy=${case%:*} want=${case##*:}
-    out=$(OCAML_RUST_GIL="$policy,stats=1" "$work/smoke.opt" 2>&1) || die "smoke.opt under $policy,stats=1 failed: $out"
+    out=$(OCAML_RUST_GIL="$policy,stats=1" timeout 300 "$work/smoke.opt" 2>&1) || die "smoke.opt under $policy,stats=1 failed: $out"
     grep "switch interval $want us\$" <<<"$out" >/dev/null || die "$policy: the interval is not $want us: $(grep 'rust-gil stats' <<<"$out")"
 done
 
 say "the spin: 200 us under the priority presets, none under the others, spin_us= wins"
 for case in priority:200 priority-lazy-monitor:200 classic:0 lazy:0 monitor:0 priority,spin_us=0:0 classic,spin_us=20:20; do
     policy=${case%:*} want=${case##*:}
-    out=$(OCAML_RUST_GIL="$policy,stats=1" "$work/smoke.opt" 2>&1) || die "smoke.opt under $policy,stats=1 failed: $out"
+    out=$(OCAML_RUST_GIL="$policy,stats=1" timeout 300 "$work/smoke.opt" 2>&1) || die "smoke.opt under $policy,stats=1 failed: $out"
     grep "; spin $want us, [0-9]* CPU spin takes\$" <<<"$out" >/dev/null || die "$policy: the spin is not $want us: $(grep '^ lock:' <<<"$out")"
 done
 

@@ -13,7 +13,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says how long the one before it took (CI's log shows where
+# the time goes), and the whole run's time at the end.
+step_name='' step_start=$SECONDS
+step() {
+    [ -z "$step_name" ] || printf '==> %s: %d s\n' "$step_name" $((SECONDS - step_start))
+    step_name=$* step_start=$SECONDS
+    printf '\n==> %s\n' "$*"
+}
 die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
 
 command -v cargo >/dev/null || die "cargo not found: install Rust (rustup) first."
@@ -92,4 +99,5 @@ CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg gil_loom" cargo clippy -p gil-core
 step "rustfmt"
 cargo fmt --all -- --check
 
-printf '\nall checks passed\n'
+step "done"
+printf 'all checks passed in %d min %d s\n' $((SECONDS / 60)) $((SECONDS % 60))

@@ -35,6 +35,28 @@ stage="$PWD/build/stage"
 rm -rf "$stage"
 step "install into DESTDIR=$stage, PREFIX=$prefix, LIBDIR=$libdir"
 bash scripts/install.sh --build --prefix "$prefix" --libdir "$libdir" --destdir "$stage"
+
+step "install without --build: a stale library is refused, an edited test is not staleness"
+# Each file's time is put back afterwards, so cargo rebuilds nothing.
+stale_check() { # file, want (ok|refused)
+    local before rc
+    before=$(stat -c %Y "$1")
+    touch "$1"
+    set +e
+    bash scripts/install.sh --prefix "$prefix" --libdir "$libdir" --destdir "$stage" >"$out/stale.log" 2>&1
+    rc=$?
+    set -e
+    touch -d "@$before" "$1"
+    case "$2:$rc" in
+        ok:0) ;;
+        refused:0) die "install.sh took a library older than $1" ;;
+        refused:*) grep "is older than $1" "$out/stale.log" >/dev/null || die "install.sh refused, not naming $1: $(cat "$out/stale.log")" ;;
+        ok:*) die "install.sh refused after $1 changed: $(cat "$out/stale.log")" ;;
+    esac
+    echo "    $1 touched: $2"
+}
+stale_check crates/gil-core/tests/loom.rs ok
+stale_check crates/gil-core/src/policy.rs refused
 export PKG_CONFIG_PATH="$stage$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage"
 export LD_LIBRARY_PATH="$stage$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 

@@ -112,8 +112,10 @@ fi
 target=${CARGO_TARGET_DIR:-target}/release
 for f in libgil.a $shared; do
     [ -f "$target/$f" ] || die "$target/$f is missing: build it first (cargo build --release -p gil-ffi) or pass --build"
-    newer=$(find Cargo.toml Cargo.lock crates/gil-core crates/gil-ffi -newer "$target/$f" -type f \
-        \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) -print -quit)
+    # What the library is built from (its tests and benches are not).
+    newer=$(find Cargo.toml Cargo.lock crates/gil-core/Cargo.toml crates/gil-core/src \
+        crates/gil-ffi/Cargo.toml crates/gil-ffi/src crates/gil-ffi/build.rs \
+        -newer "$target/$f" -type f \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) -print -quit)
     [ -z "$newer" ] || die "$target/$f is older than $newer: rebuild it (cargo build --release -p gil-ffi) or pass --build"
 done
 if [ $os = darwin ]; then

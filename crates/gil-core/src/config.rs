@@ -57,7 +57,7 @@ pub enum Policy {
     Priority,
 }
 
-pub use crate::policy::{STARVATION_INTERVALS, TURN_INTERVALS};
+pub use crate::policy::{HANDOVER_INTERVALS, MAX_HANDOVER_INTERVALS, STARVATION_INTERVALS, TURN_INTERVALS};
 
 /// The largest accepted [`GilConfig::laps`] bound: 16.
 pub const MAX_LAPS: u32 = 16;

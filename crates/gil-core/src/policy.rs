@@ -213,15 +213,75 @@ pub(crate) fn waits_for_switch(reason: ReleaseReason, requested: bool) -> bool {
 }
 
 /// Whether a lazy voluntary release is made a real one because of who
-/// waits: under the priority policy, an I/O-class waiter. It wants the lock
-/// for a short stretch too; keeping the lock reserved for the caller's call
-/// would make it wait for the threshold and a takeover, and with many such
-/// threads (a thread-per-connection server) serialise them all behind
-/// takeovers. With only CPU-class waiters (the case lazy release is for) the
-/// call keeps its reservation. Without classes (the classic policy) the lock
-/// cannot tell the two apart and always reserves.
-pub(crate) fn lazy_hands_over(policy: Policy, census: Census) -> bool {
-    policy == Policy::Priority && census.io > 0
+/// waits, or of how the lock's calls went lately:
+///
+/// - under the priority policy, an I/O-class waiter. It wants the lock for
+///   a short stretch too; keeping the lock reserved for the caller's call
+///   would make it wait for the threshold and a takeover, and with many
+///   such threads (a thread-per-connection server) serialise them all
+///   behind takeovers. With only CPU-class waiters (the case lazy release
+///   is for) the call keeps its reservation. Without classes (the classic
+///   policy) the lock cannot tell the two apart;
+/// - under any policy, `after_takeover`: a call was taken over a short
+///   while ago ([`Handovers`]). This lock's calls outlast the threshold, so a
+///   reservation only delays the waiter by the threshold, and the
+///   takeover then wakes it just when the call's own thread is being woken
+///   by its reply: a kernel trace (2 CPUs, `priority-lazy-monitor`, one
+///   I/O thread beside two CPU threads) showed both wake-ups placed on the
+///   same idle CPU, the CPU thread run first and the I/O thread queued
+///   behind it for 2.5 ms while the other CPU idled.
+pub(crate) fn lazy_hands_over(policy: Policy, census: Census, after_takeover: bool) -> bool {
+    after_takeover || (policy == Policy::Priority && census.io > 0)
+}
+
+/// How long contended lazy releases stay real ones after a first
+/// takeover, in switch intervals ([`Handovers`]).
+pub const HANDOVER_INTERVALS: u32 = 1;
+
+/// The longest such stretch, in switch intervals ([`Handovers`]).
+pub const MAX_HANDOVER_INTERVALS: u32 = 64;
+
+/// After a takeover, contended lazy releases are real ones for a while
+/// ([`lazy_hands_over`]): one switch interval ([`HANDOVER_INTERVALS`])
+/// after a first takeover, twice as long as the last stretch after one
+/// that comes within two stretches of the last (the calls still outlast
+/// the threshold), up to [`MAX_HANDOVER_INTERVALS`]. The first lazy
+/// release after a stretch reserves again, to see whether they still do;
+/// as the stretches double, such takeovers (each a wake-up at the wrong
+/// moment) become rare. Timed rather than counted, so that a thread whose
+/// short calls alternate with long ones (a write, then a read that waits
+/// for the reply) keeps the long stretch; a thread whose calls all turn
+/// short gets its lazy release back after at most the longest stretch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Handovers<S> {
+    /// The last stretch: since when, and how long.
+    stretch: Option<(S, Duration)>,
+}
+
+impl<S> Default for Handovers<S> {
+    fn default() -> Self {
+        Handovers { stretch: None }
+    }
+}
+
+impl<S: Copy> Handovers<S> {
+    /// A call was taken over at the time `clock` gives.
+    pub(crate) fn taken_over<C: Elapsed<S>>(&mut self, clock: &C, interval: Duration) {
+        let first = interval
+            .saturating_mul(HANDOVER_INTERVALS)
+            .max(Duration::from_micros(1));
+        let longest = interval.saturating_mul(MAX_HANDOVER_INTERVALS).max(first);
+        let length = match self.stretch {
+            Some((since, last)) if !clock.passed(since, last.saturating_mul(2)) => last.saturating_mul(2).min(longest),
+            _ => first,
+        };
+        self.stretch = Some((clock.now(), length));
+    }
+
+    /// Whether a contended lazy release now is a real one.
+    pub(crate) fn now<C: Elapsed<S>>(&self, clock: &C) -> bool {
+        self.stretch.is_some_and(|(since, length)| !clock.passed(since, length))
+    }
 }
 
 /// Where the waiting room's designee (see [`designee`]) stands, as seen by a
@@ -954,10 +1014,48 @@ mod tests {
 
     #[test]
     fn a_lazy_release_hands_over_to_waiting_io_threads_only_under_priority() {
-        assert!(lazy_hands_over(Policy::Priority, census(1, 0, 0)));
-        assert!(lazy_hands_over(Policy::Priority, census(1, 3, 0)));
-        assert!(!lazy_hands_over(Policy::Priority, census(0, 3, 1)));
-        assert!(!lazy_hands_over(Policy::Classic, census(2, 0, 0)));
+        assert!(lazy_hands_over(Policy::Priority, census(1, 0, 0), false));
+        assert!(lazy_hands_over(Policy::Priority, census(1, 3, 0), false));
+        assert!(!lazy_hands_over(Policy::Priority, census(0, 3, 1), false));
+        assert!(!lazy_hands_over(Policy::Classic, census(2, 0, 0), false));
+    }
+
+    #[test]
+    fn handovers_double_while_takeovers_keep_coming_and_start_over_after_a_pause() {
+        let iv = Duration::from_millis(5);
+        let us = 5_000; // one interval
+        let mut clock = At(1);
+        let mut h = Handovers::default();
+        assert!(!h.now(&clock), "no takeover yet: releases reserve");
+        h.taken_over(&clock, iv);
+        assert!(h.now(&clock));
+        clock.0 += us;
+        assert!(!h.now(&clock), "one interval after a first takeover: reserve again");
+        h.taken_over(&clock, iv); // the probe's call was taken over too
+        clock.0 += us;
+        assert!(h.now(&clock), "the second stretch is two intervals");
+        clock.0 += us;
+        assert!(!h.now(&clock));
+        for _ in 0..20 {
+            h.taken_over(&clock, iv);
+        }
+        let max = u64::from(MAX_HANDOVER_INTERVALS);
+        clock.0 += us * (max - 1);
+        assert!(h.now(&clock), "stretches double up to the longest");
+        clock.0 += us;
+        assert!(!h.now(&clock), "and no further");
+        clock.0 += us * max * 2;
+        h.taken_over(&clock, iv);
+        clock.0 += us;
+        assert!(!h.now(&clock), "a takeover after a long pause starts from one interval");
+    }
+
+    #[test]
+    fn a_lazy_release_after_a_takeover_hands_over_under_every_policy() {
+        for policy in POLICIES {
+            assert!(lazy_hands_over(policy, census(0, 1, 0), true));
+            assert!(lazy_hands_over(policy, census(2, 0, 0), true));
+        }
     }
 
     #[test]

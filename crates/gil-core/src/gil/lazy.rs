@@ -5,8 +5,8 @@
 //! over only once the call has lasted the threshold (`wait.rs`, or the
 //! monitor's look in `monitor.rs`). A pending drop request makes the
 //! release a real one, as CPython answers it with a forced switch, and so
-//! does (priority policy) an I/O-class waiter: see
-//! [`policy::lazy_hands_over`].
+//! does (priority policy) an I/O-class waiter, and so do the releases
+//! that follow a takeover: see [`policy::lazy_hands_over`].
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -55,7 +55,8 @@ impl Gil {
         let slow = self.slow();
         let room = slow.lock();
         let policy = self.inner.tuning.policy();
-        if self.inner.room.drop_requested() || policy::lazy_hands_over(policy, room.census()) {
+        let after_takeover = room.after_takeover();
+        if self.inner.room.drop_requested() || policy::lazy_hands_over(policy, room.census(), after_takeover) {
             drop(room);
             hot.lazy_release_undone(token);
             return self.release_now(token, ReleaseReason::Voluntary, observed);

@@ -79,6 +79,7 @@ impl Gil {
             return; // it came back (or the state moved): nothing to take
         }
         self.inner.tally.lazy_takeover();
+        room.call_taken_over(self.interval());
         self.observe_takeover(None);
         room.wake_next(self.inner.tuning.policy());
     }

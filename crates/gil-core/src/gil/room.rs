@@ -132,6 +132,9 @@ pub(super) struct WaitRoom {
     timers: Timers<Stamp>,
     /// Forced releasers waiting for somebody to take over.
     switch_waiters: usize,
+    /// After a takeover of a call, contended lazy releases are real ones
+    /// for a while ([`policy::Handovers`]).
+    handovers: policy::Handovers<Stamp>,
     /// Why the pending drop request was raised, as far as it tells about
     /// the holder: see [`policy::class_after_request`].
     asked: Asked,
@@ -495,6 +498,18 @@ impl WaitRoom {
             Some(turn) if turn.owner == token.get() => self.timers.end_turn(),
             _ => {}
         }
+    }
+
+    /// A lazily released call was taken over (switch interval
+    /// `interval`): contended lazy releases are real ones for a while.
+    pub(super) fn call_taken_over(&mut self, interval: Duration) {
+        self.handovers.taken_over(&self.clock, interval);
+    }
+
+    /// Whether a contended lazy release now comes soon enough after a
+    /// takeover to be a real one ([`policy::Handovers`]).
+    pub(super) fn after_takeover(&self) -> bool {
+        self.handovers.now(&self.clock)
     }
 
     /// A forced releaser starts (`true`) or stops waiting for a switch.

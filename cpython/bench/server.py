@@ -28,10 +28,10 @@ the selector. So more connections than workers are served in turn, one
 request per turn, and an idle connection holds no worker. Each request gets
 a little interpreter work (its header lines parsed into a dict, a JSON
 document of 20 records encoded: about 80 us of CPU on stock CPython 3.13 on
-the 2-CPU machine of docs/servers.md) and a JSON
-response of about 1.5 KB, Nagle off. The connections default to 16 (more
-than the 8 workers cpython/bench/server.sh gives); the warm-up waits until
-the dispatcher has accepted every connection.
+the machine of docs/servers.md) and a JSON response of about 1.5 KB, Nagle
+off. The connections default to 16 (more than the 8 workers that
+cpython/bench/server.sh --pool 8 asks for); the warm-up waits until the
+dispatcher has accepted every connection.
 
 The load generator is wrk (`apt-get install wrk`): `wrk -t1 -cC --latency
 --timeout 10s -s script.lua` with keep-alive connections, one request in

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Thread-per-connection HTTP server under load, side by side (issue 14).
+"""Thread-per-connection (issue 14) or thread-pool (issue 56, --pool) HTTP
+server under load, side by side.
 
     python3 cpython/bench/server.py \\
         --python stock=$STOCK_PYTHON \\
         --python 'priority=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority' [...] \\
-        [--connections 1,10,50,200] [--spinners 0,1,2] [--seconds 5] [--repeat 3] \\
+        [--pool N] [--connections 1,10,50,200] [--spinners 0,1,2] [--seconds 5] [--repeat 3] \\
         [--out report.md] [--json raw.json] [--diag] [--trace-dir DIR] [--no-warmup] \\
         [--spinner-sched other|batch|idle] [--external-spinners N]
         [--control NAME | --no-control]
@@ -17,6 +18,20 @@ Content-Length, no logging, a listen backlog of 1024 (request_queue_size;
 the kernel caps it at net.core.somaxconn) so that 200 connections are all
 accepted at once. Beside it, in the same process, N pure-Python spinning
 threads count rounds of `for _ in range(1000): pass`.
+
+--pool N: the server is a fixed pool of N worker threads instead, in the
+design of gunicorn's gthread worker (stdlib only): a dispatcher thread waits
+in a selector on the listening socket and every idle keep-alive connection;
+a readable connection is submitted to a ThreadPoolExecutor(max_workers=N),
+whose worker reads one request, answers it and puts the connection back in
+the selector. So more connections than workers are served in turn, one
+request per turn, and an idle connection holds no worker. Each request gets
+a little interpreter work (its header lines parsed into a dict, a JSON
+document of 20 records encoded: about 80 us of CPU on stock CPython 3.13 on
+the machine of docs/servers.md) and a JSON response of about 1.5 KB, Nagle
+off. The connections default to 16 (more than the 8 workers that
+cpython/bench/server.sh --pool 8 asks for); the warm-up waits until the
+dispatcher has accepted every connection.
 
 The load generator is wrk (`apt-get install wrk`): `wrk -t1 -cC --latency
 --timeout 10s -s script.lua` with keep-alive connections, one request in
@@ -104,17 +119,18 @@ import tempfile
 import time
 
 # ---------------------------------------------------------------------------
-# The server: run by the interpreter under test, as `python -c SERVER ARGS`.
-# argv: spinners, diag (0/1). Prints {"port": N} on stdout, then answers
-# commands read from stdin, one JSON line each:
+# The server: run by the interpreter under test, as `python -c CODE ARGS`,
+# CODE being server_code(workers): SERVER_HEAD, then THREADED (workers 0)
+# or POOL, then SERVER_TAIL.
+# argv: spinners, diag (0/1), spin_sched, workers. Prints {"port": N} on
+# stdout, then answers commands read from stdin, one JSON line each:
 #   snap                      {"t", "spin", "cpu", "stats"?, "handler_errors"}
 #   trace_start PATH          {"ok": true} or {"error": ...}
 #   trace_stop                {"events": N} or {"error": ...}
-SERVER = r'''
+SERVER_HEAD = r'''
 import itertools, json, os, socket, sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-spinners, diag, spin_sched = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
+spinners, diag, spin_sched, workers = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3], int(sys.argv[4])
 try:
     import _rustgil
 except ImportError:
@@ -156,15 +172,23 @@ def spin(i):
 for i in range(spinners):
     threading.Thread(target=spin, args=(i,), name=f"spinner-{i}", daemon=True).start()
 
+served = itertools.count()     # next(served): atomic under the GIL, unlike += 1
+errors = [0]
+started = []                   # when each connection was taken up
+'''
+
+# A thread per connection: the standard library's ThreadingHTTPServer.
+THREADED = r'''
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 BODY = b"Hello, world!!!\n"  # 16 bytes
-served = itertools.count()
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"    # keep-alive
     disable_nagle_algorithm = True   # TCP_NODELAY on accepted sockets
 
     def do_GET(self):
-        next(served)                 # atomic under the GIL, unlike += 1
+        next(served)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(BODY)))
@@ -194,9 +218,6 @@ class Handler(BaseHTTPRequestHandler):
                     for j in range(3):
                         acc[j] += st[j]
 
-errors = [0]
-started = []
-
 class Server(ThreadingHTTPServer):
     request_queue_size = 1024        # listen backlog: 200 connections at once
     daemon_threads = True
@@ -207,12 +228,100 @@ class Server(ThreadingHTTPServer):
 
 httpd = Server(("127.0.0.1", 0), Handler)
 threading.Thread(target=httpd.serve_forever, name="acceptor", daemon=True).start()
+port = httpd.server_address[1]
+'''
 
+POOL = r'''
+# A fixed pool of WORKERS threads, in gunicorn's gthread design: one thread
+# (here "dispatcher", gthread's main loop) waits in a selector on the
+# listening socket and on every idle keep-alive connection; a connection
+# that becomes readable leaves the selector and is submitted to a
+# ThreadPoolExecutor(max_workers=WORKERS); the worker reads one request,
+# answers it and registers the connection in the selector again
+# (gthread's finish_request), so that more connections than workers are
+# served in turn and an idle connection holds no worker.
+import concurrent.futures, selectors
+
+ITEMS = 20      # the per-request work: about 80 us of Python on stock
+
+def respond(head):
+    """The request's header lines parsed into a dict, and a JSON document
+    built from them and ITEMS records: the interpreter's work per request."""
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    doc = {"method": method, "path": path,
+           "headers": {k.lower(): len(v) for k, v in headers.items()},
+           "items": [{"id": i, "name": f"item-{i}", "price": i * 0.25, "tags": ["a", "b", str(i % 7)]}
+                     for i in range(ITEMS)]}
+    body = json.dumps(doc).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+class Conn:
+    __slots__ = ("sock", "buf")
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+
+selector = selectors.DefaultSelector()
+selector_lock = threading.Lock()   # gthread's: register/unregister from two threads
+
+def serve_one(conn):
+    """A worker's turn: one request, then the connection back to the selector."""
+    try:
+        while b"\r\n\r\n" not in conn.buf:
+            data = conn.sock.recv(65536)
+            if not data:           # the client closed its connection
+                conn.sock.close()
+                return
+            conn.buf += data
+        head, _, conn.buf = conn.buf.partition(b"\r\n\r\n")
+        conn.sock.sendall(respond(head))
+        next(served)
+    except ConnectionError:        # a reset at the end of a wrk run
+        conn.sock.close()
+        return
+    except Exception as e:
+        errors[0] += 1
+        sys.stderr.write(f"server: {e!r}\n")
+        conn.sock.close()
+        return
+    with selector_lock:
+        selector.register(conn.sock, selectors.EVENT_READ, conn)
+
+def worker_started():
+    if diag:
+        kinds[threading.get_native_id()] = "handler"
+
+listener = socket.create_server(("127.0.0.1", 0), backlog=1024)   # 200 connections at once
+executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="worker",
+                                                 initializer=worker_started)
+selector.register(listener, selectors.EVENT_READ, None)
+
+def dispatch():
+    while True:
+        for key, _ in selector.select():
+            if key.data is None:
+                sock, _ = listener.accept()
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                started.append(time.monotonic())
+                with selector_lock:
+                    selector.register(sock, selectors.EVENT_READ, Conn(sock))
+            else:
+                with selector_lock:
+                    selector.unregister(key.fileobj)
+                executor.submit(serve_one, key.data)
+
+threading.Thread(target=dispatch, name="dispatcher", daemon=True).start()
+port = listener.getsockname()[1]
+'''
+
+SERVER_TAIL = r'''
 def answer(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
 
-answer({"port": httpd.server_address[1]})
+answer({"port": port})
 for line in sys.stdin:
     cmd, _, arg = line.strip().partition(" ")
     if cmd == "snap":
@@ -245,6 +354,13 @@ for line in sys.stdin:
     else:
         answer({"error": f"unknown command {cmd!r}"})
 '''
+
+
+
+def server_code(workers):
+    """The server's program: a thread per connection (workers 0) or a pool."""
+    return SERVER_HEAD + (POOL if workers else THREADED) + SERVER_TAIL
+
 
 # The wrk script. With a warm-up, delay(): wrk opens every connection at
 # once, then asks delay() before each request, and a connection's latency
@@ -344,10 +460,11 @@ class Interpreter:
 
 
 class ServerProcess:
-    def __init__(self, interp, spinners, diag, spin_sched="other"):
+    def __init__(self, interp, spinners, diag, spin_sched="other", workers=0):
         self.interp = interp
         self.errfile = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([interp.path, "-c", SERVER, str(spinners), "1" if diag else "0", spin_sched],
+        self.proc = subprocess.Popen([interp.path, "-c", server_code(workers), str(spinners),
+                                      "1" if diag else "0", spin_sched, str(workers)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errfile,
                                      env=interp.env, text=True, bufsize=1)
         self.pid = self.proc.pid
@@ -478,7 +595,7 @@ def diff_stats(a, b):
 
 
 def one_run(interp, conns, spinners, args, trace_path=None):
-    server = ServerProcess(interp, spinners, args.diag or trace_path is not None, args.spinner_sched)
+    server = ServerProcess(interp, spinners, args.diag or trace_path is not None, args.spinner_sched, args.pool)
     lua_path = flag = wrk = None
     try:
         time.sleep(0.3)  # imports done, spinners going
@@ -643,6 +760,27 @@ def p99_target(p50):
     return max(3 * p50, p50 + 2000)
 
 
+def bound_lines(results, names, conns_list, spinners_list):
+    """Per interpreter: the cells whose median p99 is within issue 14's bound
+    on their median p50 (issue 56's criterion), and the others."""
+    rows = ["**p99 <= max(3 x p50, p50 + 2 ms)** (medians of the same cell):\n"]
+    for n in names:
+        cells, above = 0, []
+        for c in conns_list:
+            for s in spinners_list:
+                runs = results.get((c, s, n), [])
+                p50, p99 = median_of(runs, "p50"), median_of(runs, "p99")
+                if p50 is None or p99 is None:
+                    continue
+                cells += 1
+                if p99 > p99_target(p50):
+                    above.append(f"c={c} s={s} (p99 {fmt_ms(p99)}, bound {fmt_ms(p99_target(p50))})")
+        if cells:
+            rows.append(f"- `{n}`: within it in {cells - len(above)} of {cells} cells"
+                        + (f"; above: {', '.join(above)}" if above else ""))
+    return "\n".join(rows)
+
+
 def markdown(results, names, conns_list, spinners_list, args):
     base = names[0]
     control = CONTROL if CONTROL in names else None
@@ -698,8 +836,12 @@ def markdown(results, names, conns_list, spinners_list, args):
     out.append(cells("rps", lambda v: f"{v:.0f}", err_note))
     out.append("\n**p50 latency** (wrk, per request):\n")
     out.append(cells("p50", fmt_ms))
-    out.append("\n**p99 latency** († above issue 14's bound max(3 x p50, p50 + 2 ms) of the same cell):\n")
+    out.append("\n**p90 latency:**\n")
+    out.append(cells("p90", fmt_ms))
+    out.append(f"\n**p99 latency** (ratio to {base}; † above issue 14's bound max(3 x p50, p50 + 2 ms) "
+               "of the same cell):\n")
     out.append(cells("p99", fmt_ms, p99_note))
+    out.append("\n" + bound_lines(results, names, conns_list, spinners_list))
     out.append("\n**p99.9 latency:**\n")
     out.append(cells("p999", fmt_ms))
     if any(s for s in spinners_list):
@@ -726,8 +868,8 @@ def markdown(results, names, conns_list, spinners_list, args):
                 vals.append("-" if w is None else f"{w:.2f} / {sv:.2f} / {'-' if o is None else f'{o:.2f}'}")
             rows.append(f"| {c} | {s} | " + " | ".join(vals) + " |")
     out.append("\n".join(rows))
-    out.append("\n**Accepting the connections**: seconds from wrk's start until the server ran a thread for "
-               "every connection (median; " + ("not measured: the load started at once" if args.no_warmup else
+    out.append("\n**Accepting the connections**: seconds from wrk's start until the server "
+               + ("accepted" if args.pool else "ran a thread for") + " every connection (median; " + ("not measured: the load started at once" if args.no_warmup else
                "the warm-up, not part of the load above") + "):\n")
     rows = ["| conns | spinners | " + " | ".join(names) + " |", "|---:|---:|" + "---:|" * len(names)]
     for c in conns_list:
@@ -841,7 +983,10 @@ def make_parser(measuring=True):
     p.add_argument("--python", action="append", type=Interpreter if measuring else str,
                    metavar="'NAME=PATH [ENV=V ...]'",
                    help="an interpreter to measure (repeat; the first is the ratios' base)")
-    p.add_argument("--connections", default="1,10,50,200", help="wrk connections per cell (default 1,10,50,200)")
+    p.add_argument("--pool", type=int, default=0, metavar="N",
+                   help="serve with a pool of N worker threads (gunicorn gthread's design, see above) "
+                        "instead of a thread per connection (default 0: a thread per connection)")
+    p.add_argument("--connections", help="wrk connections per cell (default 1,10,50,200; with --pool, 16)")
     p.add_argument("--spinners", default="0,1,2", help="spinning threads in the server (default 0,1,2)")
     p.add_argument("--seconds", type=float, default=5.0, help="wrk's duration per run (default 5)")
     p.add_argument("--repeat", type=int, default=3, help="rounds per cell; medians are reported (default 3)")
@@ -894,10 +1039,15 @@ def report_from_json(path, out):
 
 def report_text(results, names, conns_list, spinners_list, args, argv, started, described, somaxconn):
     rounds = max((len(v) for v in results.values()), default=0)
+    server = (f"a pool of {args.pool} worker threads (gunicorn gthread's design), ~80 us of Python "
+              "and a 1.5 KB JSON response per request" if args.pool else
+              "ThreadingHTTPServer (a thread per connection), a 16-byte response")
     header = (f"Command: `{' '.join(shlex.quote(a) for a in argv)}`\n\n"
+              f"Server: {server}. "
               f"Started {started}; {os.cpu_count()} CPUs; wrk -t{args.wrk_threads} (at most one per connection), "
               f"{args.seconds:g} s of load per run"
-              + ("" if args.no_warmup else ", after a warm-up that lasts until every connection has its thread")
+              + ("" if args.no_warmup else
+                 ", after a warm-up that lasts until every connection " + ("is accepted" if args.pool else "has its thread"))
               + f"; {rounds} interleaved round(s) per cell, medians; listen backlog 1024"
               + (f" (somaxconn {somaxconn})" if somaxconn else "") + ". "
               + (f"Spinners under SCHED_{args.spinner_sched.upper()}. " if args.spinner_sched != "other" else "")
@@ -926,6 +1076,10 @@ def main():
             p.error(f"--{what} wants numbers separated by commas, e.g. {'1,10,50,200' if what == 'connections' else '0,1,2'}")
         return vals
 
+    if args.pool < 0:
+        p.error(f"--pool wants a number of worker threads (0: a thread per connection), got {args.pool}")
+    if args.connections is None:
+        args.connections = "16" if args.pool else "1,10,50,200"
     conns_list = numbers(args.connections, "connections")
     spinners_list = numbers(args.spinners, "spinners")
     if 0 in conns_list:

@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# Thread-per-connection HTTP server (http.server.ThreadingHTTPServer) loaded
-# by wrk: stock CPython vs the rust-gil build under every preset, in one run
-# (issue 14); writes a Markdown report, and the raw numbers beside it as
-# OUT.json.
+# HTTP servers loaded by wrk: stock CPython vs the rust-gil build under every
+# preset and priority,spin_us=0, with the processes control, in one run;
+# writes a Markdown report, and the raw numbers beside it as OUT.json.
 #
 #   cpython/bench/server.sh OUT.md [server.py options: --seconds S --repeat N
 #                                   --connections 1,10,50,200 --spinners 0,1,2 --diag ...]
+#   cpython/bench/server.sh OUT.md --pool 8 [server.py options]
+#
+# The first: a thread per connection (http.server.ThreadingHTTPServer,
+# issue 14); with the defaults (4 x 3 cells, 9 interpreters and the
+# processes control, 3 rounds of 5 s) it takes about 40 minutes (38 on
+# 2026-11-27; up to 80 when the machine is slow).
+#
+# --pool 8: a pool of 8 worker threads serving 16 keep-alive connections in
+# turn (gunicorn gthread's design, issue 56; server.py --help), with
+# priority,laps=3 (as priority+laps3) beside the others; with the defaults
+# (0-2 CPU threads, 10 interpreters and the processes control, 3 rounds of
+# 5 s) it takes about 11 minutes.
 #
 # Builds both interpreters first (cached: cpython/build.sh --stock) and
-# installs wrk with apt-get if it is missing. With the defaults (4 x 3 cells,
-# 9 interpreters and the processes control, 3 rounds of 5 s) it takes about
-# 40 minutes (38 on 2026-11-27; up to 80 when the machine is slow).
+# installs wrk with apt-get if it is missing.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
@@ -39,6 +48,12 @@ for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.preset
 done
 # The priority class without its spin, as in policies.sh.
 py+=(--python "priority+spin0=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,spin_us=0")
+# The thread pool's candidate for the default (issue 56): the bound on laps.
+for a in "${extra[@]}"; do
+    case "$a" in
+        --pool|--pool=*) py+=(--python "priority+laps3=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,laps=3"); break ;;
+    esac
+done
 
 python3 "$repo/cpython/bench/server.py" "${py[@]}" --out "$out" --json "${out%.md}.json" "${extra[@]}" >/dev/null
 echo "server.sh: wrote $out and ${out%.md}.json" >&2

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""A thread-per-connection Ruby server beside CPU-bound threads, under wrk:
-stock Ruby against the lock's presets, side by side in one run.
+"""A thread-per-connection or thread-pool Ruby server beside CPU-bound
+threads, under wrk: stock Ruby against the lock's presets, side by side in
+one run.
 
     python3 ruby/bench/server.py --ruby stock=PATH \\
         --ruby 'priority=PATH RUBY_RUST_GIL=priority' [--ruby ...] \\
-        [--connections 10,50] [--spinners 0,1,2] [--seconds 5] [--rounds 3] \\
+        [--pool N] [--connections 10,50] [--spinners 0,1,2] [--seconds 5] [--rounds 3] \\
         [--no-processes] [--json OUT.json]
 
 (ruby/bench/server.sh builds both Rubies and passes these.) The server is
@@ -14,12 +15,21 @@ thread per keep-alive connection, a little Ruby work per request and a
 wrk in its own process (`wrk -t1 -cC`, one request of about 100 bytes in
 flight per connection).
 
+--pool N (issue 56): the server is a fixed pool of N worker threads instead
+(gunicorn gthread's design, as cpython/bench/server.py --pool: a dispatcher
+thread in IO.select hands readable connections to the workers through a
+Queue, one request per turn; server.rb says more), with CPython's per-request
+work (the header lines parsed into a Hash, a JSON document of 20 records
+generated, about 1.3 KB: the response's body; about 60 us of CPU). The
+connections default to 16, more than the workers.
+
 Each run: the server starts, wrk opens every connection, and the wrk
 script's delay() holds every request back until the server runs a thread
 for each connection (stock Ruby takes seconds to accept 50 connections
-beside a spinner); then --seconds of load, then wrk is stopped with
-SIGINT. Requests/s is the server's own count over that window; p50, p99,
-p99.9 come from wrk (its Lua done(); wrk 4 corrects its histogram for
+beside a spinner; a pool: until it has accepted each); then --seconds of
+load, then wrk is stopped with SIGINT. Requests/s is the server's own count
+over that window; p50, p90, p99, p99.9 come from wrk (its Lua done(); wrk 4
+corrects its histogram for
 coordinated omission, so these are what an open-loop client would see).
 "spinner laps/s" is the spinning threads' work over the window: what the
 background work keeps.
@@ -33,8 +43,10 @@ is the machine's, the limit for this machine.
 Rounds: in each cell (connections x spinners) every Ruby runs once per
 round, in an order rotated each round, so that each comparison is made
 minutes apart at most. The table gives medians over the rounds and each
-Ruby's ratio to the first one given (stock). The machine's load average is
-read before every run and its range printed.
+Ruby's ratio to the first one given (stock), then, per Ruby, the cells whose
+p99 is within issue 14's bound max(3 x p50, p50 + 2 ms) (issue 56's
+criterion). The machine's load average is read before every run and its
+range printed.
 """
 import argparse
 import os
@@ -78,9 +90,10 @@ end
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
-    "SERVERBENCH requests=%d errors=%d timeouts=%d p50=%d p99=%d p999=%d max=%d\n",
+    "SERVERBENCH requests=%d errors=%d timeouts=%d p50=%d p90=%d p99=%d p999=%d max=%d\n",
     summary.requests, e.connect + e.read + e.write + e.status + e.timeout, e.timeout,
-    latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max))
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9),
+    latency.max))
 end
 '''
 
@@ -106,10 +119,10 @@ class Ruby:
 
 
 class Server:
-    def __init__(self, ruby, spinners):
+    def __init__(self, ruby, spinners, workers):
         self.name = ruby.name
         self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([ruby.path, os.path.join(HERE, "server.rb"), str(spinners)],
+        self.proc = subprocess.Popen([ruby.path, os.path.join(HERE, "server.rb"), str(spinners), str(workers)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
                                      env=ruby.env, text=True, bufsize=1)
         self.port = int(self._line()["port"])
@@ -139,13 +152,13 @@ def loadavg():
         return float(f.read().split()[0])
 
 
-def one_run(ruby, conns, spinners, seconds, wrk_path, as_processes=False):
+def one_run(ruby, conns, spinners, workers, seconds, wrk_path, as_processes=False):
     """One run; as_processes: the spinners as separate processes of ruby
     (the server then has none)."""
     procs = [subprocess.Popen([ruby.path, os.path.join(HERE, "echo.rb"), "spin"], env=ruby.env)
              for _ in range(spinners if as_processes else 0)]
     try:
-        return _one_run(ruby, conns, 0 if as_processes else spinners, seconds, wrk_path,
+        return _one_run(ruby, conns, 0 if as_processes else spinners, workers, seconds, wrk_path,
                         "processes" if as_processes else ruby.name, spinners)
     finally:
         for p in procs:
@@ -153,8 +166,8 @@ def one_run(ruby, conns, spinners, seconds, wrk_path, as_processes=False):
             p.wait()
 
 
-def _one_run(ruby, conns, spinners, seconds, wrk_path, name, cell_spinners):
-    server = Server(ruby, spinners)
+def _one_run(ruby, conns, spinners, workers, seconds, wrk_path, name, cell_spinners):
+    server = Server(ruby, spinners, workers)
     flag = tempfile.mktemp(prefix="rubyserver-go-")
     lua = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
     lua.write(WRK_LUA.replace("REQUEST_BYTES", str(REQUEST_BYTES)).replace("FLAG", flag))
@@ -198,7 +211,7 @@ def _one_run(ruby, conns, spinners, seconds, wrk_path, name, cell_spinners):
                    spin=(after["spin"] - before["spin"]) / window,
                    requests=after["served"] - before["served"],
                    req_bytes=after["req_bytes"], handler_errors=after["errors"],
-                   p50=w["p50"], p99=w["p99"], p999=w["p999"], max=w["max"],
+                   p50=w["p50"], p90=w["p90"], p99=w["p99"], p999=w["p999"], max=w["max"],
                    wrk_errors=w["errors"], timeouts=w["timeouts"])
         return rec
     finally:
@@ -225,7 +238,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--ruby", action="append", type=Ruby, required=True,
                     help="NAME=PATH [ENV=VALUE ...]; the first is the baseline of the ratios")
-    ap.add_argument("--connections", default="10,50")
+    ap.add_argument("--pool", type=int, default=0, metavar="N",
+                    help="a pool of N worker threads instead of a thread per connection (default 0)")
+    ap.add_argument("--connections", help="default 10,50; with --pool, 16")
     ap.add_argument("--spinners", default="0,1,2")
     ap.add_argument("--seconds", type=int, default=5, help="load per run (default 5)")
     ap.add_argument("--rounds", type=int, default=3)
@@ -233,10 +248,18 @@ def main():
     ap.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
     ap.add_argument("--json", help="write every run's figures here")
     a = ap.parse_args()
-    conns = [int(x) for x in a.connections.split(",")]
-    spins = [int(x) for x in a.spinners.split(",")]
-    if a.rounds < 1 or a.seconds < 1 or min(conns) < 1 or min(spins) < 0:
-        sys.exit("server.py: --rounds, --seconds and --connections at least 1, --spinners at least 0")
+    if a.connections is None:
+        a.connections = "16" if a.pool else "10,50"
+    try:
+        conns = [int(x) for x in a.connections.split(",")]
+        spins = [int(x) for x in a.spinners.split(",")]
+    except ValueError:
+        sys.exit(f"server.py: --connections and --spinners want numbers separated by commas, "
+                 f"got {a.connections!r} and {a.spinners!r}")
+    if a.rounds < 1 or a.seconds < 1 or min(conns) < 1 or min(spins) < 0 or a.pool < 0:
+        sys.exit(f"server.py: --rounds, --seconds and --connections at least 1, --spinners and --pool "
+                 f"at least 0; got --rounds {a.rounds} --seconds {a.seconds} --connections {a.connections} "
+                 f"--spinners {a.spinners} --pool {a.pool}")
     if not shutil.which(a.wrk):
         sys.exit("server.py: wrk not found (Debian: apt-get install wrk)")
     rubies = a.ruby
@@ -253,7 +276,7 @@ def main():
                 for ruby, as_procs in variants[k:] + variants[:k]:
                     name = "processes" if as_procs else ruby.name
                     print(f"c={c} spinners={s} round {r + 1}/{a.rounds}: {name}", file=sys.stderr, flush=True)
-                    runs.append(one_run(ruby, c, s, a.seconds, a.wrk, as_procs))
+                    runs.append(one_run(ruby, c, s, a.pool, a.seconds, a.wrk, as_procs))
     t1 = time.time()
     if a.json:
         import json
@@ -263,13 +286,16 @@ def main():
     bad = [r for r in runs if r["requests"] <= 0 or r["wrk_errors"] or r["handler_errors"]]
     med = statistics.median
     loads = [r["load"] for r in runs]
-    print(f"Ruby thread-per-connection server under wrk, {os.cpu_count()} CPUs, "
+    kind = (f"thread-pool server ({a.pool} workers, gunicorn gthread's design)" if a.pool
+            else "thread-per-connection server")
+    print(f"Ruby {kind} under wrk, {os.cpu_count()} CPUs, "
           f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(t0))}-{time.strftime('%H:%M UTC', time.gmtime(t1))}, "
           f"load average {min(loads):.1f}-{max(loads):.1f}; {a.rounds} rounds of {a.seconds} s, medians; "
-          f"request {int(runs[0]['req_bytes'])} bytes, response 1 KiB + headers; "
+          f"request {int(runs[0]['req_bytes'])} bytes, response "
+          + ("a 1.3 KB JSON document" if a.pool else "1 KiB") + " + headers; "
           f"(x) = ratio to {rubies[0].name}\n")
-    print("| conns | spinners | ruby | requests/s | p50 ms | p99 ms | p99.9 ms | spinner laps/s | accept s |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| conns | spinners | ruby | requests/s | p50 ms | p90 ms | p99 ms | p99.9 ms | spinner laps/s | accept s |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for c in conns:
         for s in spins:
             names = [ruby.name for ruby in rubies] + (["processes"] if s and not a.no_processes else [])
@@ -279,13 +305,29 @@ def main():
             for n in names:
                 rs = cell[n]
                 row = [str(c), str(s), n]
-                for key, f in (("rps", lambda v: f"{v:.0f}"), ("p50", fmt_ms), ("p99", fmt_ms), ("p999", fmt_ms)):
+                for key, f in (("rps", lambda v: f"{v:.0f}"), ("p50", fmt_ms), ("p90", fmt_ms), ("p99", fmt_ms),
+                               ("p999", fmt_ms)):
                     v = med([r[key] for r in rs])
                     b = med([r[key] for r in base])
                     row.append(f(v) if n == names[0] or not b else f"{f(v)} ({fmt_ratio(v / b)})")
                 row.append(f"{med([r['spin'] for r in rs]) / 1e3:.0f}k" if s and n != "processes" else "-")
                 row.append(f"{med([r['accept_s'] for r in rs]):.2f}")
                 print("| " + " | ".join(row) + " |")
+    print("\np99 <= max(3 x p50, p50 + 2 ms) (issue 14's bound; medians of the same cell):\n")
+    for n in [ruby.name for ruby in rubies] + (["processes"] if any(spins) and not a.no_processes else []):
+        cells, above = 0, []
+        for c in conns:
+            for s in spins:
+                rs = [r for r in runs if r["ruby"] == n and r["connections"] == c and r["spinners"] == s]
+                if not rs:
+                    continue
+                cells += 1
+                p50, p99 = med([r["p50"] for r in rs]), med([r["p99"] for r in rs])
+                bound = max(3 * p50, p50 + 2000)
+                if p99 > bound:
+                    above.append(f"c={c} s={s} (p99 {fmt_ms(p99)} ms, bound {fmt_ms(bound)} ms)")
+        print(f"- {n}: within it in {cells - len(above)} of {cells} cells"
+              + (f"; above: {', '.join(above)}" if above else ""))
     print(f"\n{len(runs)} runs, {sum(int(r['requests']) for r in runs)} requests; "
           f"runs with errors or no request: {len(bad)}")
     if bad:

@@ -1553,3 +1553,76 @@ fn every_preset_serves_a_ping_pong_beside_a_cpu_thread() {
         }
     }
 }
+
+#[test]
+fn after_a_takeover_the_next_long_calls_hand_the_lock_over_at_once() {
+    // A thread whose calls outlast the lazy threshold beside a CPU thread
+    // that waits for the lock: the first call is taken over; for a while
+    // after that (a switch interval, here 100 ms, doubling while takeovers
+    // keep coming) its releases are real ones, so the CPU thread gets the
+    // lock at once and nothing is left to take over. Before, every call
+    // was taken over. Without a spin, so that the CPU thread waits in the
+    // room (a watching waiter steps out of the lock word, the release sees
+    // nobody waiting, and the watcher, awake already, takes the call over
+    // itself).
+    let _serial = one_at_a_time();
+    for preset in ["priority-lazy", "priority-lazy-monitor", "lazy"] {
+        let config = GilConfig::preset(preset)
+            .unwrap()
+            .switch_interval_us(100_000)
+            .spin_us(0);
+        let gil = Arc::new(Gil::new(config).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (h, w) = (tok(1), tok(2));
+        // Whether the CPU thread waits: its wait began and it has not
+        // taken the lock since.
+        let waiting = Arc::new(AtomicBool::new(false));
+        let hook = {
+            let waiting = waiting.clone();
+            gil.add_event_hook(
+                std::sync::Arc::new(move |e: &gil_core::Event| {
+                    if e.token == w {
+                        waiting.store(e.kind == gil_core::EventKind::WaitStart, Ordering::SeqCst);
+                    }
+                }),
+                gil_core::EventMask::WAIT_START | gil_core::EventMask::ACQUIRED,
+            )
+            .unwrap()
+        };
+        gil.acquire(h).unwrap();
+        let waiter = {
+            let (gil, stop) = (gil.clone(), stop.clone());
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    gil.acquire(w).unwrap();
+                    gil.release(w, ReleaseReason::Forced).unwrap();
+                }
+            })
+        };
+        const CALLS: u64 = 20;
+        for _ in 0..CALLS {
+            // Until the CPU thread waits (a release that finds nobody
+            // waiting reserves: there is nobody to hand the lock to),
+            // answering no drop request (under classic the CPU thread's
+            // come once an interval, 100 ms).
+            let t = Instant::now();
+            while !waiting.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(30) {
+                std::hint::spin_loop();
+            }
+            gil.release(h, ReleaseReason::Voluntary).unwrap();
+            thread::sleep(Duration::from_millis(1)); // the call
+            gil.acquire(h).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        gil.release(h, ReleaseReason::Final).unwrap();
+        waiter.join().unwrap();
+        gil.remove_event_hook(hook).unwrap();
+        let c = gil.counters();
+        assert!(c.lazy_takeovers >= 1, "{preset}: no call was taken over: {c:?}");
+        assert!(
+            c.lazy_takeovers <= 5,
+            "{preset}: {} of {CALLS} calls taken over: {c:?}",
+            c.lazy_takeovers
+        );
+    }
+}

@@ -234,11 +234,15 @@ pub(crate) fn lazy_hands_over(policy: Policy, census: Census, after_takeover: bo
     after_takeover || (policy == Policy::Priority && census.io > 0)
 }
 
-/// How long contended lazy releases stay real ones after a first
-/// takeover, in switch intervals ([`Handovers`]).
+/// Lazy presets: once a lazily released call has been taken over, a lazy
+/// release that finds a waiter is a real one for this many switch
+/// intervals, doubling while takeovers keep coming (up to
+/// [`MAX_HANDOVER_INTERVALS`]): the waiter is then woken when a call
+/// begins, not by a takeover just as the call's own thread wakes.
 pub const HANDOVER_INTERVALS: u32 = 1;
 
-/// The longest such stretch, in switch intervals ([`Handovers`]).
+/// The longest stretch of real releases after takeovers, in switch
+/// intervals (see [`HANDOVER_INTERVALS`]).
 pub const MAX_HANDOVER_INTERVALS: u32 = 64;
 
 /// After a takeover, contended lazy releases are real ones for a while

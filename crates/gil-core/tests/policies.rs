@@ -1626,3 +1626,87 @@ fn after_a_takeover_the_next_long_calls_hand_the_lock_over_at_once() {
         );
     }
 }
+
+#[test]
+fn after_a_takeover_a_thread_that_finds_a_call_takes_it_over_at_once() {
+    // A thread whose calls outlast the lazy threshold (here 4 s), and a
+    // CPU thread that comes for the lock only after a call has begun (on
+    // its way back from a forced switch, in a real program). The first
+    // call is taken over after the threshold; in the stretch of hand-overs
+    // that follows (the switch interval, here 10 minutes) the CPU thread
+    // takes each call over as soon as it comes. Before, it waited out the
+    // threshold every time, which is the rule's lower bound on a takeover:
+    // a wait shorter than the threshold can only come from this rule.
+    const THRESHOLD: Duration = Duration::from_secs(4);
+    let _serial = one_at_a_time();
+    for preset in ["priority-lazy", "priority-lazy-monitor", "lazy"] {
+        let config = GilConfig::preset(preset)
+            .unwrap()
+            .switch_interval_us(600_000_000)
+            .lazy_release_us(Some(THRESHOLD.as_micros() as u64))
+            .spin_us(0);
+        let gil = Arc::new(Gil::new(config).unwrap());
+        let (h, w) = (tok(1), tok(2));
+        let waiting = Arc::new(AtomicBool::new(false));
+        let hook = {
+            let waiting = waiting.clone();
+            gil.add_event_hook(
+                Arc::new(move |e: &gil_core::Event| {
+                    if e.token == w {
+                        waiting.store(e.kind == gil_core::EventKind::WaitStart, Ordering::SeqCst);
+                    }
+                }),
+                gil_core::EventMask::WAIT_START | gil_core::EventMask::ACQUIRED,
+            )
+            .unwrap()
+        };
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<bool>();
+        let (got_tx, got_rx) = std::sync::mpsc::channel::<()>();
+        let cpu = {
+            let gil = gil.clone();
+            thread::spawn(move || {
+                while go_rx.recv() == Ok(true) {
+                    gil.acquire(w).unwrap();
+                    got_tx.send(()).unwrap();
+                    gil.release(w, ReleaseReason::Forced).unwrap();
+                }
+            })
+        };
+        // Once alone, to be CPU-class (a forced release makes it so).
+        go_tx.send(true).unwrap();
+        got_rx.recv_timeout(Duration::from_secs(60)).expect("the lock was free");
+        gil.acquire(h).unwrap();
+        // The first call: the CPU thread waits before it begins, and takes
+        // it over after the threshold.
+        go_tx.send(true).unwrap();
+        let t = Instant::now();
+        while !waiting.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(60) {
+            std::hint::spin_loop();
+        }
+        gil.release(h, ReleaseReason::Voluntary).unwrap();
+        got_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the first call was taken over");
+        gil.acquire(h).unwrap();
+        // The next calls: the CPU thread comes after each began.
+        for call in 1..=3 {
+            gil.release(h, ReleaseReason::Voluntary).unwrap();
+            let asked = Instant::now();
+            go_tx.send(true).unwrap();
+            got_rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the CPU thread got the lock");
+            let waited = asked.elapsed();
+            assert!(
+                waited < THRESHOLD,
+                "{preset}: call {call}: the CPU thread waited {waited:?}, the whole threshold"
+            );
+            gil.acquire(h).unwrap();
+        }
+        go_tx.send(false).unwrap();
+        gil.release(h, ReleaseReason::Final).unwrap();
+        cpu.join().unwrap();
+        gil.remove_event_hook(hook).unwrap();
+        assert!(gil.counters().lazy_takeovers >= 4, "{preset}: {:?}", gil.counters());
+    }
+}

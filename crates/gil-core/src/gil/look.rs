@@ -43,9 +43,10 @@ impl Gil {
             Holding::Free
         };
         let to_starve = policy::next_to_starve(policy, room.census(), room.queue().iter());
+        let handing_over = room.after_takeover();
         let scene = Scene {
             interval: self.interval(),
-            threshold: tuning.lazy_release(),
+            threshold: policy::takeover_threshold(tuning.lazy_release(), handing_over),
             holder,
             census: room.census(),
             to_starve: to_starve.map(|i| room.queue()[i].since()),
@@ -59,7 +60,9 @@ impl Gil {
             self.inner.tally.starvation_promotion();
         }
         if due.take_over {
-            self.take_over_system_call(s, room);
+            // In a stretch of hand-overs the takeover is at once, and does
+            // not restart the stretch (see `policy::takeover_threshold`).
+            self.take_over_system_call(s, room, !handing_over);
         }
         if let Some(asked) = due.ask {
             room.note_request(asked.interval, asked.starving);
@@ -73,13 +76,17 @@ impl Gil {
 
     /// Takes the lock from the holder's lazily released system call (state
     /// `s`) and hands it to the designee. The thread in the call finds it
-    /// gone when it comes back, and waits like anyone else.
-    fn take_over_system_call(&self, s: u64, room: &mut WaitRoom) {
+    /// gone when it comes back, and waits like anyone else. `outlasted`:
+    /// the call outlasted the threshold (it starts or extends a stretch of
+    /// hand-overs).
+    fn take_over_system_call(&self, s: u64, room: &mut WaitRoom, outlasted: bool) {
         if !self.inner.hot.word().take_over_call(s, true) {
             return; // it came back (or the state moved): nothing to take
         }
         self.inner.tally.lazy_takeover();
-        room.call_taken_over(self.interval());
+        if outlasted {
+            room.call_taken_over(self.interval());
+        }
         self.observe_takeover(None);
         room.wake_next(self.inner.tuning.policy());
     }

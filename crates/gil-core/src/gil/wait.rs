@@ -117,7 +117,11 @@ impl Gil {
                 }
             }
             let abortable = should_abort.is_some();
-            let timed_out = if self.monitor_keeps_time(room) {
+            // A lazily released call in a stretch of hand-overs is taken
+            // over at the first look, so this waiter looks itself rather
+            // than wait for the monitor's (`policy::takeover_threshold`).
+            let in_call_handing_over = s & SYSCALL != 0 && room.after_takeover();
+            let timed_out = if self.monitor_keeps_time(room) && !in_call_handing_over {
                 // The monitor looks at the lock; a release or its look
                 // wakes us (and an abort check is asked each interval).
                 w.wait(room, abortable, self.interval())

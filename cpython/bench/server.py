@@ -207,16 +207,18 @@ class Handler(BaseHTTPRequestHandler):
             kinds[threading.get_native_id()] = "handler"
         super().setup()
 
-        def finish(self):
-            try:
-                super().finish()
-            finally:
-                tid = threading.get_native_id()
-                st = schedstat()
-                if kinds.pop(tid, None) and st is not None:
-                    acc = finished.setdefault("handler", [0, 0, 0])
-                    for j in range(3):
-                        acc[j] += st[j]
+    def finish(self):
+        # A handler thread that ends records its scheduler statistics in
+        # `finished` (--diag; see `kinds` above).
+        try:
+            super().finish()
+        finally:
+            tid = threading.get_native_id()
+            st = schedstat()
+            if kinds.pop(tid, None) and st is not None:
+                acc = finished.setdefault("handler", [0, 0, 0])
+                for j in range(3):
+                    acc[j] += st[j]
 
 class Server(ThreadingHTTPServer):
     request_queue_size = 1024        # listen backlog: 200 connections at once

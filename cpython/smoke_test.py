@@ -31,6 +31,7 @@ _remote_debugging module from another process, as its profilers do).
 import ast
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +45,27 @@ import _rustgil
 EXPECTED_POLICY = os.environ.get("RUSTGIL_EXPECTED_POLICY", "priority")
 # The variables that name the policy: the current name and the earlier one.
 POLICY_VARIABLES = ("PYTHON_RUST_GIL", "PYTHONRUSTGIL")
+
+
+def run_child(args, timeout=60, **kwargs):
+    """subprocess.run(args, capture_output=True, text=True, timeout=...),
+    except that a child still running at the timeout fails the test with
+    its threads' C stacks (from gdb, when there is one) and its stderr, so
+    that a hang says where it hangs; then it is killed."""
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          **kwargs) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stacks = "(no gdb here to show them)"
+            if shutil.which("gdb"):
+                stacks = subprocess.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "thread apply all bt"],
+                                        capture_output=True, text=True, timeout=120).stdout
+            p.kill()
+            out, err = p.communicate()
+            raise AssertionError(f"{args!r} still ran after {timeout} s; its stderr:\n{err}\n"
+                                 f"its threads:\n{stacks}") from None
+    return subprocess.CompletedProcess(args, p.returncode, out, err)
 
 
 def spin(seconds):
@@ -602,20 +624,17 @@ class RustGilSmoke(unittest.TestCase):
             with open(path, "w") as f:
                 f.write(script)
             svg = os.path.join(d, "t.svg")
-            r = subprocess.run([sys.executable, "-m", "rustgil", "-o", svg, path], capture_output=True,
-                               text=True, timeout=60)
+            r = run_child([sys.executable, "-m", "rustgil", "-o", svg, path])
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(svg, encoding="utf-8") as f:
                 picture = f.read()
-            bad = subprocess.run([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "t.txt"), path],
-                                 capture_output=True, text=True, timeout=60)
+            bad = run_child([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "t.txt"), path])
             # Options after -m MODULE are the module's (-o too), as for python.
             data = os.path.join(d, "d.json")
             with open(data, "w") as f:
                 f.write('{"b": 1, "a": 2}')
-            mod = subprocess.run([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "m.svg"), "-m",
-                                  "json.tool", "--sort-keys", "--compact", data],
-                                 capture_output=True, text=True, timeout=60)
+            mod = run_child([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "m.svg"), "-m",
+                             "json.tool", "--sort-keys", "--compact", data])
             self.assertEqual(mod.returncode, 0, mod.stderr)
             self.assertEqual(mod.stdout.strip(), '{"a":2,"b":1}')
             self.assertTrue(os.path.exists(os.path.join(d, "m.svg")))
@@ -656,8 +675,7 @@ class RustGilSmoke(unittest.TestCase):
         import tempfile
         with tempfile.TemporaryDirectory() as d:
             missing = os.path.join(d, "nonexistent.py")
-            run = lambda *args: subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                                               cwd=d, timeout=60)
+            run = lambda *args: run_child([sys.executable, *args], cwd=d)
             python, script = run(missing), run("-m", "rustgil", missing)
             python_m, module = run("-m", "no_such_module_here"), run("-m", "rustgil", "-m", "no_such_module_here")
             written = os.listdir(d)
@@ -734,7 +752,7 @@ class RustGilSmoke(unittest.TestCase):
                 "        sys.setswitchinterval(float(v)); print(v, repr(sys.getswitchinterval()))\n"
                 "    except Exception as e:\n"
                 "        print(v, type(e).__name__, e)\n")
-        runs = [subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+        runs = [run_child([python, "-c", code])
                 for python in (os.environ["STOCK_PYTHON"], sys.executable)]
         for r in runs:
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -745,8 +763,7 @@ class RustGilSmoke(unittest.TestCase):
         (e.g. -X rust_gil=...) and env on top of this process's environment
         without its policy variables."""
         base = {k: v for k, v in os.environ.items() if k not in POLICY_VARIABLES}
-        return subprocess.run([sys.executable, *options, "-c", code], capture_output=True, text=True,
-                              env={**base, **env}, timeout=60)
+        return run_child([sys.executable, *options, "-c", code], env={**base, **env})
 
     def test_default_policy_is_the_builds(self):
         import sysconfig

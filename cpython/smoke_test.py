@@ -4,7 +4,8 @@ interpreter, under a policy:
     PYTHON_RUST_GIL=P RUSTGIL_EXPECTED_POLICY=P $RUSTGIL_PYTHON cpython/smoke_test.py
 
 (both unset: the default policy). With STOCK_PYTHON set to a stock CPython
-3.13 it also compares sys.setswitchinterval with that interpreter's. An
+of the same version it also compares sys.setswitchinterval with that
+interpreter's. It runs on CPython 3.13 and 3.14 alike. An
 interpreter configured --with-rust-gil-policy=VALUE needs
 RUSTGIL_BUILD_DEFAULT=VALUE (cpython/build.sh's builds: unset, priority).
 
@@ -23,12 +24,14 @@ idle, a sub-interpreter with its own GIL gets its own lock (with the policy
 read at start-up), a fork child has a working lock and, forked from a
 non-main thread while others spin, exits (cpython/fork_from_thread.py), and
 the _Py_DebugOffsets view of _gil.locked and _gil.last_holder is what
-debuggers need.
+debuggers need (read in process through ctypes, and on 3.14 by the
+_remote_debugging module from another process, as its profilers do).
 """
 
 import ast
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +45,27 @@ import _rustgil
 EXPECTED_POLICY = os.environ.get("RUSTGIL_EXPECTED_POLICY", "priority")
 # The variables that name the policy: the current name and the earlier one.
 POLICY_VARIABLES = ("PYTHON_RUST_GIL", "PYTHONRUSTGIL")
+
+
+def run_child(args, timeout=60, **kwargs):
+    """subprocess.run(args, capture_output=True, text=True, timeout=...),
+    except that a child still running at the timeout fails the test with
+    its threads' C stacks (from gdb, when there is one) and its stderr, so
+    that a hang says where it hangs; then it is killed."""
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          **kwargs) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stacks = "(no gdb here to show them)"
+            if shutil.which("gdb"):
+                stacks = subprocess.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "thread apply all bt"],
+                                        capture_output=True, text=True, timeout=120).stdout
+            p.kill()
+            out, err = p.communicate()
+            raise AssertionError(f"{args!r} still ran after {timeout} s; its stderr:\n{err}\n"
+                                 f"its threads:\n{stacks}") from None
+    return subprocess.CompletedProcess(args, p.returncode, out, err)
 
 
 def spin(seconds):
@@ -600,20 +624,17 @@ class RustGilSmoke(unittest.TestCase):
             with open(path, "w") as f:
                 f.write(script)
             svg = os.path.join(d, "t.svg")
-            r = subprocess.run([sys.executable, "-m", "rustgil", "-o", svg, path], capture_output=True,
-                               text=True, timeout=60)
+            r = run_child([sys.executable, "-m", "rustgil", "-o", svg, path])
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(svg, encoding="utf-8") as f:
                 picture = f.read()
-            bad = subprocess.run([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "t.txt"), path],
-                                 capture_output=True, text=True, timeout=60)
+            bad = run_child([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "t.txt"), path])
             # Options after -m MODULE are the module's (-o too), as for python.
             data = os.path.join(d, "d.json")
             with open(data, "w") as f:
                 f.write('{"b": 1, "a": 2}')
-            mod = subprocess.run([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "m.svg"), "-m",
-                                  "json.tool", "--sort-keys", "--compact", data],
-                                 capture_output=True, text=True, timeout=60)
+            mod = run_child([sys.executable, "-m", "rustgil", "-o", os.path.join(d, "m.svg"), "-m",
+                             "json.tool", "--sort-keys", "--compact", data])
             self.assertEqual(mod.returncode, 0, mod.stderr)
             self.assertEqual(mod.stdout.strip(), '{"a":2,"b":1}')
             self.assertTrue(os.path.exists(os.path.join(d, "m.svg")))
@@ -654,8 +675,7 @@ class RustGilSmoke(unittest.TestCase):
         import tempfile
         with tempfile.TemporaryDirectory() as d:
             missing = os.path.join(d, "nonexistent.py")
-            run = lambda *args: subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                                               cwd=d, timeout=60)
+            run = lambda *args: run_child([sys.executable, *args], cwd=d)
             python, script = run(missing), run("-m", "rustgil", missing)
             python_m, module = run("-m", "no_such_module_here"), run("-m", "rustgil", "-m", "no_such_module_here")
             written = os.listdir(d)
@@ -724,7 +744,7 @@ class RustGilSmoke(unittest.TestCase):
         finally:
             sys.setswitchinterval(old)
 
-    @unittest.skipUnless(os.environ.get("STOCK_PYTHON"), "set STOCK_PYTHON to a stock CPython 3.13")
+    @unittest.skipUnless(os.environ.get("STOCK_PYTHON"), "set STOCK_PYTHON to a stock CPython of this version")
     def test_switch_interval_matches_stock(self):
         code = ("import sys\n"
                 "for v in ['1e9', '3600.5', '1e30', 'nan', 'inf', '-inf', '1e-7', '1e-6', '0', '-1']:\n"
@@ -732,7 +752,7 @@ class RustGilSmoke(unittest.TestCase):
                 "        sys.setswitchinterval(float(v)); print(v, repr(sys.getswitchinterval()))\n"
                 "    except Exception as e:\n"
                 "        print(v, type(e).__name__, e)\n")
-        runs = [subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+        runs = [run_child([python, "-c", code])
                 for python in (os.environ["STOCK_PYTHON"], sys.executable)]
         for r in runs:
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -743,8 +763,7 @@ class RustGilSmoke(unittest.TestCase):
         (e.g. -X rust_gil=...) and env on top of this process's environment
         without its policy variables."""
         base = {k: v for k, v in os.environ.items() if k not in POLICY_VARIABLES}
-        return subprocess.run([sys.executable, *options, "-c", code], capture_output=True, text=True,
-                              env={**base, **env}, timeout=60)
+        return run_child([sys.executable, *options, "-c", code], env={**base, **env})
 
     def test_default_policy_is_the_builds(self):
         import sysconfig
@@ -1015,15 +1034,43 @@ class RustGilSmoke(unittest.TestCase):
         self.run_fork_from_thread("exit", 25)
         self.run_fork_from_thread("threads-exit", 10)
 
+    @staticmethod
+    def debug_offsets():
+        """Where the fields of _PyRuntime.debug_offsets (_Py_DebugOffsets)
+        that this test reads are, by name: its layout up to the GIL's
+        fields (pycore_runtime.h in 3.13, pycore_debug_offsets.h in 3.14,
+        which added interpreter_state.threads_main)."""
+        fields = ["cookie", "version", "free_threaded",
+                  "runtime_state.size", "runtime_state.finalizing",
+                  "runtime_state.interpreters_head",
+                  "interpreter_state.size", "interpreter_state.id", "interpreter_state.next",
+                  "interpreter_state.threads_head"]
+        if sys.version_info >= (3, 14):
+            fields.append("interpreter_state.threads_main")
+        fields += ["interpreter_state.gc", "interpreter_state.imports_modules",
+                   "interpreter_state.sysdict", "interpreter_state.builtins",
+                   "interpreter_state.ceval_gil", "interpreter_state.gil_runtime_state",
+                   "interpreter_state.gil_runtime_state_enabled",
+                   "interpreter_state.gil_runtime_state_locked",
+                   "interpreter_state.gil_runtime_state_holder"]
+        return {name: 8 * i for i, name in enumerate(fields)}
+
     def test_debug_offsets_show_the_holder(self):
         # Read _gil.locked and _gil.last_holder the way out-of-process
-        # debuggers do: through _PyRuntime.debug_offsets.
+        # debuggers (py-spy) do: through _PyRuntime.debug_offsets.
         api = ctypes.pythonapi
         runtime = ctypes.addressof(ctypes.c_char.in_dll(api, "_PyRuntime"))
         u64 = lambda addr: ctypes.c_uint64.from_address(addr).value
-        self.assertEqual(ctypes.string_at(runtime, 7), b"xdebugp")
-        interp = ctypes.c_void_p.from_address(runtime + u64(runtime + 40)).value  # interpreters_head
-        locked_off, holder_off = u64(runtime + 136), u64(runtime + 144)
+        at = {name: u64(runtime + off) for name, off in self.debug_offsets().items() if name != "cookie"}
+        self.assertEqual(ctypes.string_at(runtime, 8), b"xdebugpy")
+        self.assertEqual(at["version"], sys.hexversion)
+        self.assertEqual(at["free_threaded"], 0)
+        interp = ctypes.c_void_p.from_address(runtime + at["runtime_state.interpreters_head"]).value
+        # ceval.gil points at the interpreter's own _gil (a GIL of its own).
+        self.assertEqual(u64(interp + at["interpreter_state.ceval_gil"]),
+                         interp + at["interpreter_state.gil_runtime_state"])
+        locked_off = at["interpreter_state.gil_runtime_state_locked"]
+        holder_off = at["interpreter_state.gil_runtime_state_holder"]
         api.PyThreadState_Get.restype = ctypes.c_void_p
 
         def view():
@@ -1045,6 +1092,52 @@ class RustGilSmoke(unittest.TestCase):
             self.assertEqual(locked, 1, who)
             self.assertEqual(holder, me, f"{who}: _gil.last_holder is not the running thread")
 
+    @unittest.skipUnless(sys.version_info >= (3, 14), "_remote_debugging is new in 3.14")
+    def test_remote_debugging_sees_the_holder(self):
+        # 3.14's profilers (_remote_debugging, PEP 768's machinery) read
+        # another process's thread states and, with only_active_thread,
+        # the GIL's holder through _Py_DebugOffsets. Two threads spin in
+        # the child, taking turns; its main thread waits outside the GIL.
+        # Each look must find one spinning thread holding the GIL (or the
+        # GIL free for an instant), and over the looks both spinners.
+        import _remote_debugging
+        if not getattr(_remote_debugging, "PROCESS_VM_READV_SUPPORTED", True):
+            self.skipTest("no process_vm_readv here")
+        code = ("import sys, threading\n"
+                "def spinner_a():\n"
+                "    while True: pass\n"
+                "def spinner_b():\n"
+                "    while True: pass\n"
+                "for f in (spinner_a, spinner_b):\n"
+                "    threading.Thread(target=f, daemon=True).start()\n"
+                "print('ready', flush=True)\n"
+                "sys.stdin.read()\n")
+        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(child.stdout.readline(), "ready\n")
+            try:
+                everyone = _remote_debugging.RemoteUnwinder(child.pid, all_threads=True)
+                holder = _remote_debugging.RemoteUnwinder(child.pid, only_active_thread=True)
+                threads = everyone.get_stack_trace()
+                holders = []
+                for _ in range(200):
+                    holders.append(holder.get_stack_trace())
+                    time.sleep(0.005)
+            except PermissionError:
+                self.skipTest("not allowed to read another process's memory here")
+        finally:
+            child.kill()
+            child.wait()
+        self.assertEqual(len(threads), 3, threads)
+        seen = set()
+        for look in holders:
+            self.assertLessEqual(len(look), 1, look)
+            for thread in look:
+                top = thread.frame_info[0].funcname
+                self.assertIn(top, ("spinner_a", "spinner_b"), look)
+                seen.add(top)
+        self.assertEqual(seen, {"spinner_a", "spinner_b"}, "the holder never changed")
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
 # Stock CPython vs the rust-gil build under each policy, in one run, every
-# scenario of issue 5; writes a Markdown report (default docs/policies.md).
+# scenario of issue 5; writes a Markdown report (default docs/policies.md
+# for 3.13, docs/policies-3.14.md for 3.14).
 #
-#   cpython/bench/policies.sh [OUT.md] [--repeat N] [--seconds S]
+#   cpython/bench/policies.sh [OUT.md] [--version 3.13|3.14] [--repeat N] [--seconds S]
+#
+# --version picks the CPython both interpreters are built from
+# (cpython/build.sh --version, default 3.13); the other options go to
+# gilbench.py.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:-$repo/docs/policies.md}
-shift || true
-extra=("$@")
+minor=3.13 out="" extra=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --version) [ $# -ge 2 ] || { echo "policies.sh: --version needs 3.13 or 3.14" >&2; exit 1; }
+                   minor=$2; shift 2 ;;
+        --*) extra+=("$1"); shift ;;
+        *) if [ -z "$out" ] && [ ${#extra[@]} -eq 0 ]; then out=$1; else extra+=("$1"); fi; shift ;;
+    esac
+done
+if [ -z "$out" ]; then
+    out=$repo/docs/policies.md
+    [ "$minor" = 3.13 ] || out=$repo/docs/policies-$minor.md
+fi
 # The rounds per cell, as gilbench.py will read them (the last --repeat wins).
 rounds=3
 for ((i = 0; i < ${#extra[@]}; i++)); do
@@ -17,7 +32,10 @@ for ((i = 0; i < ${#extra[@]}; i++)); do
     esac
 done
 
-eval "$(bash "$repo/cpython/build.sh" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
+eval "$(bash "$repo/cpython/build.sh" --version "$minor" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
+version=$("$STOCK_PYTHON" -c 'import platform; print(platform.python_version())')
+shown=""
+[ "$minor" = 3.13 ] || shown=" --version $minor"
 py=(--python "stock=$STOCK_PYTHON")
 names=(stock)
 # Every preset, and the priority class without its spin (the default before it).
@@ -29,7 +47,7 @@ py+=(--python "priority+spin0=$RUSTGIL_PYTHON PYTHON_RUST_GIL=priority,spin_us=0
 names+=(priority+spin0)
 
 # Parts are kept until the report is written, so an interrupted run resumes.
-tmp="$repo/build/bench-parts"
+tmp="$repo/build/bench-parts-$minor"
 mkdir -p "$tmp"
 run() { # name, spinners, scenarios
     if [ -s "$tmp/$1.md" ] && [ -e "$tmp/$1.limit" ]; then
@@ -49,9 +67,9 @@ run cpu 1,2,3,4 cpu
 run select 0 select
 
 {
-    echo "# GIL policies on CPython 3.13.5: stock vs the rust-gil build"
+    echo "# GIL policies on CPython $version: stock vs the rust-gil build"
     echo
-    echo "Command: \`cpython/bench/policies.sh ${extra[*]:-}\`; date: $(date -u +%Y-%m-%d);"
+    echo "Command: \`cpython/bench/policies.sh$shown ${extra[*]:-}\`; date: $(date -u +%Y-%m-%d);"
     echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/Mem:/{print $2}') GiB, shared."
     echo
     echo "## Against the limit"

@@ -1,6 +1,6 @@
 /*
- * Python/ceval_gil_rust.h: CPython 3.13's GIL core, routed to the rust-gil
- * library (gil.h).
+ * Python/ceval_gil_rust.h: CPython 3.13's and 3.14's GIL core, routed to the
+ * rust-gil library (gil.h).
  *
  * Maintained in the rust-gil repository (cpython/shim/); the CPython patch
  * carries it as a new file (scripts/gen-cpython-patch.sh). Python/ceval_gil.c
@@ -26,10 +26,14 @@
  *     (PyEval_SaveThread, Py_BEGIN_ALLOW_THREADS, ...) -> GIL_RELEASE_VOLUNTARY;
  *   - threads that must exit during finalization: take_gil waits with
  *     gil_acquire_or_abort, asking _PyThreadState_MustExit after each switch
- *     interval, and exits from here (never through the library's frames);
+ *     interval, and stops the thread from here (never through the library's
+ *     frames): 3.13 exits it, 3.14 hangs it (rustgil_stop_thread);
+ *   - the holder's thread state says it holds the GIL (3.13:
+ *     tstate->_status.holds_gil, 3.14: tstate->holds_gil; RUSTGIL_HOLDS_GIL);
  *   - gil->locked, gil->last_holder, gil->switch_number and gil->interval are
- *     kept up to date for readers of _Py_DebugOffsets (debuggers, py-spy);
- *     gil->locked keeps its -1 "not created" value;
+ *     kept up to date for readers of _Py_DebugOffsets (debuggers, py-spy,
+ *     3.14's _remote_debugging); gil->locked keeps its -1 "not created"
+ *     value; gil->interval is read and written atomically, as 3.14 does;
  *   - sys.setswitchinterval() keeps the interval it is given, as stock
  *     does; the lock gets at most one hour (see _PyEval_SetSwitchInterval);
  *   - the policy is a library preset (classic, priority, lazy,
@@ -65,6 +69,31 @@
 
 #include "pycore_fileutils.h"  // _Py_EncodeUTF8Ex()
 #include "pycore_initconfig.h"  // _Py_get_xoption()
+
+/* Where 3.13 and 3.14 differ around the GIL core. */
+#if PY_VERSION_HEX >= 0x030E0000
+   /* 3.14 marks the holder in a field of its own (a bit of _status was
+      racy to write beside the others). */
+#  define RUSTGIL_HOLDS_GIL(tstate) ((tstate)->holds_gil)
+#else
+#  define RUSTGIL_HOLDS_GIL(tstate) ((tstate)->_status.holds_gil)
+#endif
+
+/* Stops a thread that must not run on because its interpreter finalized
+   (_PyThreadState_MustExit): 3.13 exits it; 3.14 hangs it for good
+   (gh-87135: exiting skips C++ unwinding and destructors), releasing its
+   thread state's reference. Called from take_gil only, never from inside
+   the library's frames. */
+static void
+rustgil_stop_thread(PyThreadState *tstate)
+{
+#if PY_VERSION_HEX >= 0x030E0000
+    _PyThreadState_HangThread(tstate);
+#else
+    (void)tstate;
+    PyThread_exit_thread();
+#endif
+}
 
 #define DEFAULT_INTERVAL GIL_DEFAULT_SWITCH_INTERVAL_US
 /* The host whose defaults the library applies to the options. */
@@ -233,7 +262,7 @@ static void
 _gil_initialize(struct _gil_runtime_state *gil)
 {
     gil->locked = -1;
-    gil->interval = DEFAULT_INTERVAL;
+    _Py_atomic_store_ulong_relaxed(&gil->interval, DEFAULT_INTERVAL);
     gil->rust_gil = NULL;
 }
 
@@ -267,10 +296,11 @@ create_gil(struct _gil_runtime_state *gil)
     if (rustgil_env_observe.given & GIL_OPTION_INTERVAL_US) {
         /* interval_us=N: the interval the interpreter starts with, as if
            sys.setswitchinterval had been called first. */
-        gil->interval = (unsigned long)rustgil_env_config.switch_interval_us;
+        _Py_atomic_store_ulong_relaxed(&gil->interval,
+                                       (unsigned long)rustgil_env_config.switch_interval_us);
     }
     gil_config_t config = rustgil_env_config;
-    config.switch_interval_us = rustgil_lock_interval(gil->interval);
+    config.switch_interval_us = rustgil_lock_interval(_Py_atomic_load_ulong_relaxed(&gil->interval));
     config.on_drop_request = rustgil_on_drop_request;
     gil_t *lock = NULL;
     RUSTGIL_CHECK(gil_new(&config, &lock));
@@ -358,7 +388,7 @@ drop_gil(PyInterpreterState *interp, PyThreadState *tstate, int final_release)
         Py_FatalError("drop_gil: GIL is not locked");
     }
     if (tstate != NULL) {
-        tstate->_status.holds_gil = 0;
+        RUSTGIL_HOLDS_GIL(tstate) = 0;
     }
     /* Mirror first: once released, another thread may set it to 1. */
     _Py_atomic_store_int_relaxed(&gil->locked, 0);
@@ -376,9 +406,9 @@ take_gil(PyThreadState *tstate)
 
     assert(tstate != NULL);
     if (_PyThreadState_MustExit(tstate)) {
-        /* bpo-39877: a daemon thread after Py_Finalize(); tstate may be
-           dangling. */
-        PyThread_exit_thread();
+        /* bpo-39877: a daemon thread after Py_Finalize(); on 3.13 tstate
+           may be dangling. */
+        rustgil_stop_thread(tstate);
     }
 
     assert(_PyThreadState_CheckConsistency(tstate));
@@ -394,11 +424,11 @@ take_gil(PyThreadState *tstate)
 
     gil_result_t r = gil_acquire_or_abort(lock, tstate, rustgil_must_exit, tstate);
     if (r == GIL_ERR_ABORTED) {
-        /* Finalizing and this is not the finalizing thread. Exit here, not
-           from inside the library. If this thread's request was the only
-           one pending, the library has withdrawn it, so no holder waits
-           for us (gh-96387). */
-        PyThread_exit_thread();
+        /* Finalizing and this is not the finalizing thread. Stop here, not
+           inside the library. If this thread's request was the only one
+           pending, the library has withdrawn it, so no holder waits for us
+           (gh-96387). */
+        rustgil_stop_thread(tstate);
     }
     if (r != GIL_OK) {
         _Py_FatalErrorFormat(__func__, "rust-gil: gil_acquire: %s", gil_result_str(r));
@@ -417,11 +447,11 @@ take_gil(PyThreadState *tstate)
            tokens, so releasing under it is safe. */
         _Py_atomic_store_int_relaxed(&gil->locked, 0);
         rustgil_release(lock, tstate, GIL_RELEASE_FINAL);
-        PyThread_exit_thread();
+        rustgil_stop_thread(tstate);
     }
     assert(_PyThreadState_CheckConsistency(tstate));
 
-    tstate->_status.holds_gil = 1;
+    RUSTGIL_HOLDS_GIL(tstate) = 1;
     update_eval_breaker_for_thread(interp, tstate);
     rustgil_tag_thread(lock, tstate);
 
@@ -446,7 +476,7 @@ _PyEval_SetSwitchInterval(unsigned long microseconds)
     PyInterpreterState *interp = _PyInterpreterState_GET();
     struct _gil_runtime_state *gil = interp->ceval.gil;
     assert(gil != NULL);
-    gil->interval = microseconds;  /* also what create_gil starts with */
+    _Py_atomic_store_ulong_relaxed(&gil->interval, microseconds);  /* also what create_gil starts with */
     if (rustgil_of(gil) != NULL) {
         RUSTGIL_CHECK(gil_set_switch_interval(rustgil_of(gil), rustgil_lock_interval(microseconds)));
     }
@@ -458,7 +488,7 @@ _PyEval_GetSwitchInterval(void)
     PyInterpreterState *interp = _PyInterpreterState_GET();
     struct _gil_runtime_state *gil = interp->ceval.gil;
     assert(gil != NULL);
-    return gil->interval;
+    return _Py_atomic_load_ulong_relaxed(&gil->interval);
 }
 
 /* For Modules/_rustgilmodule.c: the current interpreter's lock. Not

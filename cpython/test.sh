@@ -3,7 +3,8 @@
 # --with-rust-gil (cpython/build.sh --version, cached). For each version:
 # the smoke test under every preset; configure refuses --with-rust-gil with
 # --disable-gil, a bad --with-rust-gil-policy and a missing library;
-# CPython's own test suites (TESTS, and on 3.14 also TESTS_314). 3.14's
+# CPython's own test suites (TESTS, and on 3.14 also TESTS_314, whose one
+# test that is racy upstream, RACY_314, runs alone with three tries). 3.14's
 # suites run under four presets (RUSTGIL_POLICIES, default: classic priority
 # lazy priority-lazy-monitor, which between them take every path: the
 # faithful protocol, the default, lazy release, the monitor;
@@ -38,6 +39,14 @@ TESTS=(test_threading test_thread test_threadsignals test_sys test_gc test_signa
 # through _Py_DebugOffsets (_remote_debugging), or runs code in it at its
 # next eval-breaker check (sys.remote_exec, PEP 768; test_sys has more).
 TESTS_314=(test_external_inspection test_remote_pdb)
+# Racy in stock 3.14.7 as well (upstream gh-136186): it reads the GIL's
+# holder once, while the script's three worker threads may still be taking
+# their first turns, and finds none between a release and the next take
+# (stock: 1 failure in 150 runs beside a busy test run). Left out of the
+# suite run and run alone, it must pass in one of three tries: a holder
+# that readers of _Py_DebugOffsets never see fails all three.
+RACY_314=(test_only_active_thread)
+RACY_314_FILE=test_external_inspection
 # regrtest's timeout per test file, which dumps every thread's traceback
 # (faulthandler) before it kills one; and a bound on a whole run.
 TEST_TIMEOUT=600 RUN_TIMEOUT=1800
@@ -66,12 +75,30 @@ with_default_signals() {
 
 # suites PYTHON POLICY MINOR: CPython's own tests under POLICY, bounded.
 suites() {
-    local python=$1 policy=$2 minor=$3 tests=("${TESTS[@]}")
-    [ "$minor" = 3.13 ] || tests+=("${TESTS_314[@]}")
+    local python=$1 policy=$2 minor=$3 tests=("${TESTS[@]}") racy=() t try
+    if [ "$minor" != 3.13 ]; then
+        tests+=("${TESTS_314[@]}")
+        racy=("${RACY_314[@]}")
+    fi
     step "CPython $minor's own tests, PYTHON_RUST_GIL=$policy: ${tests[*]}"
     PYTHON_RUST_GIL=$policy with_default_signals timeout -k 60 "$RUN_TIMEOUT" "$python" -m test \
-        -j"$(nproc)" --timeout "$TEST_TIMEOUT" -W "${ignore[@]}" "${regrtest_args[@]}" "${tests[@]}" \
+        -j"$(nproc)" --timeout "$TEST_TIMEOUT" -W "${ignore[@]}" "${racy[@]/#/--ignore=}" \
+        "${regrtest_args[@]}" "${tests[@]}" \
         || die "CPython $minor's tests failed under PYTHON_RUST_GIL=$policy (status $?; 124: the run took over $RUN_TIMEOUT s)"
+    for t in "${racy[@]}"; do
+        for try in 1 2 3; do
+            echo "$t (racy upstream, alone), try $try of 3:"
+            if PYTHON_RUST_GIL=$policy with_default_signals timeout -k 10 600 "$python" -m test \
+                   -v -m "$t" "$RACY_314_FILE" >"$scratch/racy.out" 2>&1; then
+                grep -F "$t" "$scratch/racy.out" | grep -E '\.\.\. ok$' \
+                    || { cat "$scratch/racy.out"; die "$t passed without running"; }
+                continue 2
+            fi
+            grep -E '^(FAIL|ERROR|AssertionError)' "$scratch/racy.out" || tail -5 "$scratch/racy.out"
+        done
+        cat "$scratch/racy.out"
+        die "$t failed three times under PYTHON_RUST_GIL=$policy"
+    done
 }
 
 # configure_checks MINOR BUILD_TREE: what configure refuses, and how it says so.

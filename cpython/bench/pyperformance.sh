@@ -3,8 +3,10 @@
 # or the one PYTHON_RUST_GIL names), in alternating rounds, with pyperf's
 # comparison of each round.
 #
-#   cpython/bench/pyperformance.sh [--benchmarks LIST|all] [--rounds N] [--fast] [--out DIR]
+#   cpython/bench/pyperformance.sh [--version 3.13|3.14] [--benchmarks LIST|all] [--rounds N] [--fast] [--out DIR]
 #
+#   --version     the CPython both interpreters are built from
+#                 (cpython/build.sh --version, default 3.14)
 #   --benchmarks  comma-separated pyperformance benchmarks, or 'all' (the
 #                 whole default suite); default: the subset below
 #   --rounds      stock, rust-gil, stock, rust-gil, ... (default 2)
@@ -23,21 +25,22 @@ die() { printf 'pyperformance.sh: %s\n' "$*" >&2; exit 1; }
 # Pure-Python benchmarks with few dependencies, plus the ones that use
 # threads or asyncio (where the GIL is taken and released most).
 benchmarks=chaos,deltablue,fannkuch,float,go,hexiom,json_dumps,json_loads,nbody,nqueens,pickle,unpickle,pyflate,raytrace,regex_v8,richards,spectral_norm,unpack_sequence,generators,coroutines,deepcopy,logging,pathlib,comprehensions,async_tree,async_tree_io,concurrent_imap,asyncio_tcp,gc_collect,telco
-rounds=2 fast=() out="$repo/build/pyperformance"
+rounds=2 fast=() out="$repo/build/pyperformance" version=()
 while [ $# -gt 0 ]; do
     case "$1" in
+        --version) [ $# -ge 2 ] || die "--version needs 3.13 or 3.14"; version=(--version "$2"); shift 2 ;;
         --benchmarks) [ $# -ge 2 ] || die "--benchmarks needs a list"; benchmarks=$2; shift 2 ;;
         --rounds) [ $# -ge 2 ] || die "--rounds needs a number"; rounds=$2; shift 2 ;;
         --fast) fast=(--fast); shift ;;
         --out) [ $# -ge 2 ] || die "--out needs a directory"; out=$2; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive number"
 [ "$benchmarks" = all ] && benchmarks=default
 
-eval "$(bash "$repo/cpython/build.sh" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
+eval "$(bash "$repo/cpython/build.sh" "${version[@]}" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
 venv="$cache/pyperformance-venv"
 if [ ! -x "$venv/bin/pyperformance" ]; then
     say "installing pyperformance into $venv"

@@ -6,6 +6,7 @@
 #   cpython/bench/server.sh OUT.md [server.py options: --seconds S --repeat N
 #                                   --connections 1,10,50,200 --spinners 0,1,2 --diag ...]
 #   cpython/bench/server.sh OUT.md --pool 8 [server.py options]
+#   cpython/bench/server.sh OUT.md --version 3.13 [...]
 #
 # The first: a thread per connection (http.server.ThreadingHTTPServer,
 # issue 14); with the defaults (4 x 3 cells, 9 interpreters and the
@@ -18,8 +19,10 @@
 # (0-2 CPU threads, 10 interpreters and the processes control, 3 rounds of
 # 5 s) it takes about 11 minutes.
 #
-# Builds both interpreters first (cached: cpython/build.sh --stock) and
-# installs wrk with apt-get if it is missing.
+# --version picks the CPython both interpreters are built from
+# (cpython/build.sh --version, default 3.14). Builds both interpreters first
+# (cached: cpython/build.sh --stock) and installs wrk with apt-get if it is
+# missing.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
@@ -28,7 +31,14 @@ if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
 fi
 out=$1
 shift
-extra=("$@")
+version=() extra=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --version) [ $# -ge 2 ] || { echo "server.sh: --version needs 3.13 or 3.14" >&2; exit 2; }
+                   version=(--version "$2"); shift 2 ;;
+        *) extra+=("$1"); shift ;;
+    esac
+done
 
 if ! command -v wrk >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -41,7 +51,7 @@ if ! command -v wrk >/dev/null; then
     fi
 fi
 
-eval "$(bash "$repo/cpython/build.sh" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
+eval "$(bash "$repo/cpython/build.sh" "${version[@]}" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
 py=(--python "stock=$STOCK_PYTHON")
 for p in $("$RUSTGIL_PYTHON" -c "import _rustgil; print(' '.join(_rustgil.presets()))"); do
     py+=(--python "$p=$RUSTGIL_PYTHON PYTHON_RUST_GIL=$p")

@@ -5,7 +5,7 @@
 #
 #   cpython/build.sh [--version 3.13|3.14] [--source DIR] [--stock] [--shared] [--jobs N]
 #
-#   --version V   the CPython minor version (default: 3.13); each has its own
+#   --version V   the CPython minor version (default: 3.14); each has its own
 #                 patch (cpython/patches/python-V-rust-gil.patch) and cache
 #   --source DIR  a CPython V.x source tree to use (it is copied, never
 #                 modified); default for 3.13: the upstream tarball inside
@@ -40,7 +40,7 @@ PY314_SHARED_TARBALL=Python-3.14.7.tar.xz
 PY314_SHARED_SHA256=c6e9330ca9d58adbe25bb6499705d11e3ae100b2152831d685b6a2b971b88c45
 PY314_UPSTREAM_SHA256=3b48dac8fb59f62eaa67ac83c1eb12bda1b7a08406dd286e252c11a66be27f81
 
-minor=3.13 source_dir="" stock=0 shared=0 jobs=$(nproc)
+minor=3.14 source_dir="" stock=0 shared=0 jobs=$(nproc)
 while [ $# -gt 0 ]; do
     case "$1" in
         --version) [ $# -ge 2 ] || die "--version needs 3.13 or 3.14"; minor=$2; shift 2 ;;

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Stock CPython vs the rust-gil build under each policy, in one run, every
-# scenario of issue 5; writes a Markdown report (default docs/policies.md
-# for 3.13, docs/policies-3.14.md for 3.14).
+# scenario of issue 5; writes a Markdown report (default
+# build/policies-V.md; docs/policies.md quotes its tables).
 #
 #   cpython/bench/policies.sh [OUT.md] [--version 3.13|3.14] [--repeat N] [--seconds S]
 #
 # --version picks the CPython both interpreters are built from
-# (cpython/build.sh --version, default 3.13); the other options go to
+# (cpython/build.sh --version, default 3.14); the other options go to
 # gilbench.py.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-minor=3.13 out="" extra=()
+minor=3.14 out="" extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --version) [ $# -ge 2 ] || { echo "policies.sh: --version needs 3.13 or 3.14" >&2; exit 1; }
@@ -19,10 +19,7 @@ while [ $# -gt 0 ]; do
         *) if [ -z "$out" ] && [ ${#extra[@]} -eq 0 ]; then out=$1; else extra+=("$1"); fi; shift ;;
     esac
 done
-if [ -z "$out" ]; then
-    out=$repo/docs/policies.md
-    [ "$minor" = 3.13 ] || out=$repo/docs/policies-$minor.md
-fi
+[ -n "$out" ] || out=$repo/build/policies-$minor.md
 # The rounds per cell, as gilbench.py will read them (the last --repeat wins).
 rounds=3
 for ((i = 0; i < ${#extra[@]}; i++)); do
@@ -34,8 +31,7 @@ done
 
 eval "$(bash "$repo/cpython/build.sh" --version "$minor" --stock | grep -E '^(STOCK|RUSTGIL)_PYTHON=')"
 version=$("$STOCK_PYTHON" -c 'import platform; print(platform.python_version())')
-shown=""
-[ "$minor" = 3.13 ] || shown=" --version $minor"
+shown=" --version $minor"
 py=(--python "stock=$STOCK_PYTHON")
 names=(stock)
 # Every preset, and the priority class without its spin (the default before it).

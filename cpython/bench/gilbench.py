@@ -50,6 +50,8 @@ import subprocess
 import sys
 import time
 
+import giloptions
+
 SERVER = r'''
 import socket, sys, threading
 
@@ -434,6 +436,10 @@ def main():
     CONTROL = "processes"
     if CONTROL in names:
         p.error(f"--python {CONTROL!r}: that name is the control's")
+    try:
+        described = {i.name: giloptions.describe(i.path, i.env) for i in args.python}
+    except RuntimeError as e:
+        p.error(str(e))
 
     def measure(scen, interp, threads):
         if scen in PROCESS_SCENARIOS:
@@ -484,7 +490,8 @@ def main():
     if args.limit_out:
         write_limit_rows(args.limit_out, scenarios, spinners, results, names, CONTROL)
     header = (f"{args.repeat} rounds, medians; command: {' '.join(shlex.quote(a) for a in sys.argv)}\n"
-              f"machine: {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}\n")
+              f"machine: {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}\n"
+              + "".join(f"{n}: {d}\n" for n, d in described.items()))
     print(header)
     print(table)
     if args.out:

@@ -68,6 +68,10 @@ run select 0 select
     echo "Command: \`cpython/bench/policies.sh$shown ${extra[*]:-}\`; date: $(date -u +%Y-%m-%d);"
     echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/Mem:/{print $2}') GiB, shared."
     echo
+    echo "Interpreters (the version, and the options text of the lock):"
+    echo
+    sed -n '3,/^$/p' "$tmp/echo.md" | sed '/^$/d; s/^/- /'
+    echo
     echo "## Against the limit"
     echo
     echo "Each cell with spinning threads: the same server beside the same spinning work"
@@ -87,7 +91,7 @@ run select 0 select
     echo "Each row: $rounds interleaved rounds, medians; ratios against stock and against the limit."
     for f in echo asyncio udp cpu select; do
         echo
-        tail -n +4 "$tmp/$f.md"
+        sed -n '/^|/,$p' "$tmp/$f.md"
     done
 } >"$out"
 rm -rf "$tmp"

@@ -118,6 +118,8 @@ import sys
 import tempfile
 import time
 
+import giloptions
+
 # ---------------------------------------------------------------------------
 # The server: run by the interpreter under test, as `python -c CODE ARGS`,
 # CODE being server_code(workers): SERVER_HEAD, then THREADED (workers 0)
@@ -1056,7 +1058,8 @@ def report_text(results, names, conns_list, spinners_list, args, argv, started, 
               + (f"{args.external_spinners} spinning process(es) beside the server throughout. "
                  if args.external_spinners else "")
               + "Latency percentiles are wrk's, which it corrects for coordinated omission (see server.py --help).\n\n"
-              "Interpreters:\n\n" + "\n".join(f"- `{n}`: `{d}`" for n, d in described.items()) + "\n")
+              "Interpreters:\n\n" + "\n".join(f"- `{n}`: {d if d.startswith('`') else f'`{d}`'}"
+                                                 for n, d in described.items()) + "\n")
     return header + "\n" + markdown(results, names, conns_list, spinners_list, args)
 
 
@@ -1104,10 +1107,13 @@ def main():
     control = None
     if not args.no_control and any(spinners_list):
         control = args.python[names.index(args.control) if args.control else 0]
-    described = {i.name: i.describe() for i in args.python}
+    try:
+        described = {i.name: f"`{i.describe()}`: {giloptions.describe(i.path, i.env)}" for i in args.python}
+    except RuntimeError as e:
+        p.error(str(e))
     if control is not None:
         names.append(CONTROL)
-        described[CONTROL] = (f"{control.describe()} with no spinning thread, beside as many spinning "
+        described[CONTROL] = (f"`{control.describe()}` with no spinning thread, beside as many spinning "
                               f"processes of {control.name} as the cell has spinners")
     wrk = shutil.which(args.wrk)
     if wrk is None:

@@ -30,6 +30,8 @@ import subprocess
 import sys
 import time
 
+import giloptions
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 PRESETS = ["classic", "priority", "lazy", "priority-lazy", "monitor",
@@ -107,6 +109,13 @@ def main():
     # variant -> (executables, policy, run the CPU work as processes)
     variants = [("stock", stock, None, False), ("processes", stock, None, True)]
     variants += [(p, lock, p, False) for p in policies]
+    # What each variant's ruby runs (the processes control: stock's).
+    bare = {k: v for k, v in os.environ.items() if k != "RUBY_RUST_GIL"}
+    try:
+        described = {name: giloptions.describe(exes["echo"][0], dict(bare, RUBY_RUST_GIL=policy) if policy else bare)
+                     for name, exes, policy, as_procs in variants if not as_procs}
+    except RuntimeError as e:
+        die(str(e))
     raw = {"echo": {}, "cpu": {}, "machine": os.uname().nodename,
            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     # Stock Ruby's convoy costs up to 0.1 s per 16 KiB message (7 s per MB)
@@ -150,6 +159,8 @@ def main():
     print(f"\nRuby 3.3, {raw['cpus']} CPUs, {raw['date']}, {a.rounds} rounds "
           f"(median, spread min-max in brackets); bulk = {a.mbytes} MB in 16 KiB messages, "
           f"ping-pong = {a.pings} round trips of 64 bytes over TCP\n")
+    for name, d in described.items():
+        print(f"- {name}: {d}")
     names = [v[0] for v in variants]
     for cpu in (0, 1, 2):
         print(f"\nbeside {cpu} CPU-bound thread(s):\n")

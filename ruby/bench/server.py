@@ -59,6 +59,8 @@ import sys
 import tempfile
 import time
 
+import giloptions
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WRK_TIMEOUT_S = 10
 ACCEPT_LIMIT_S = 120
@@ -107,6 +109,7 @@ class Ruby:
         if not eq or not name or not path:
             raise argparse.ArgumentTypeError(f"--ruby wants NAME=PATH [ENV=VALUE ...], got {spec!r}")
         self.name, self.path = name, path
+        self.spec = shlex.join([path] + words[1:])  # PATH [ENV=VALUE ...], for the report
         if not os.access(self.path, os.X_OK):
             raise argparse.ArgumentTypeError(f"--ruby {spec!r}: {self.path} is not an executable")
         self.env = dict(os.environ)
@@ -263,6 +266,10 @@ def main():
     if not shutil.which(a.wrk):
         sys.exit("server.py: wrk not found (Debian: apt-get install wrk)")
     rubies = a.ruby
+    try:
+        described = {ruby.name: giloptions.describe(ruby.path, ruby.env) for ruby in rubies}
+    except RuntimeError as e:
+        sys.exit(f"server.py: {e}")
     t0 = time.time()
     runs = []
     for c in conns:
@@ -294,6 +301,9 @@ def main():
           f"request {int(runs[0]['req_bytes'])} bytes, response "
           + ("a 1.3 KB JSON document" if a.pool else "1 KiB") + " + headers; "
           f"(x) = ratio to {rubies[0].name}\n")
+    for ruby in rubies:
+        print(f"- `{ruby.name}`: `{ruby.spec}`: {described[ruby.name]}")
+    print()
     print("| conns | spinners | ruby | requests/s | p50 ms | p90 ms | p99 ms | p99.9 ms | spinner laps/s | accept s |")
     print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for c in conns:

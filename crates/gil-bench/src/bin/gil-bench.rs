@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use gil_bench::scale::{self, ScaleCell};
 use gil_bench::sim::{self, Outcome, Scenario};
 use gil_core::trace::TraceFormat;
-use gil_core::GilConfig;
+use gil_core::{GilConfig, Options};
 
 const USAGE: &str = "\
 usage: gil-bench [options]
@@ -338,6 +338,20 @@ fn config(policy: &str, args: &Args) -> Result<GilConfig, String> {
         .laps(args.laps))
 }
 
+/// The header's list of the locks measured, each policy with its options
+/// text (`priority,spin_us=0`): what a host would be given to build the same
+/// lock, so that a table names its locks even after a preset's defaults
+/// change.
+fn locks_note(args: &Args) -> Result<String, String> {
+    let mut locks = Vec::new();
+    for &policy in &args.policies {
+        let text = Options::from_settings(config(policy, args)?.settings())
+            .map_or_else(|| "(no options text says it)".to_string(), |o| o.to_string());
+        locks.push(format!("{policy} = `{text}`"));
+    }
+    Ok(format!("The locks, as options text: {}.", locks.join(", ")))
+}
+
 /// The header's note of the bound on laps, if one is set.
 fn laps_note(args: &Args) -> String {
     if args.laps > 0 {
@@ -412,6 +426,7 @@ fn sweep(args: &Args) -> Result<(), String> {
             "One round.".to_string()
         },
     );
+    let header = format!("{header}\n\n{}", locks_note(args)?);
     println!("{header}\n");
     let mut table = String::new();
     if many {
@@ -601,6 +616,7 @@ fn scale_sweep(args: &Args) -> Result<(), String> {
         args.seconds,
         cpus
     );
+    let header = format!("{header}\n\n{}", locks_note(args)?);
     println!("{header}\n");
     let mut table = String::new();
     let _ = writeln!(

@@ -538,9 +538,15 @@ impl GilConfig {
     ///   takes the lock only through the waiting room, where a lock an
     ///   I/O-class thread let go of gets the same grace.
     ///
-    /// 0 (the default): no spinning, as CPython. A thread that may use one
-    /// CPU or fewer when it waits (its CPU affinity, or the process's
-    /// cgroup CPU quota, re-read at a bounded rate: see
+    /// Under [`Policy::Priority`] an I/O-class thread that has just asked a
+    /// CPU-class holder to drop at once (a preemption) watches for the
+    /// release at least 10 µs, with any limit and with none: the holder,
+    /// running, lets go within microseconds, and the look spares the I/O
+    /// thread a wake-up at every round trip beside a CPU thread.
+    ///
+    /// 0 (the default): no spinning but that look (CPython has no spin). A
+    /// thread that may use one CPU or fewer when it waits (its CPU
+    /// affinity, or the process's cgroup CPU quota, re-read at a bounded rate: see
     /// [`Gil::spin_us_now`](crate::Gil::spin_us_now)) does not spin,
     /// whatever the limit. At most [`MAX_SPIN_US`]; `Gil::new` fails above.
     pub fn spin_us(mut self, us: u64) -> Self {

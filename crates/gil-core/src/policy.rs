@@ -78,6 +78,32 @@ pub(crate) const SPIN_GRACE: Duration = Duration::from_micros(20);
 /// the measurements).
 pub(crate) const WATCH_HOLD: Duration = Duration::from_micros(10);
 
+/// How long an I/O-class waiter that has just asked a running CPU-class
+/// holder to drop at once (a preemption, [`preempts`]) watches the lock
+/// word before it sleeps, at least, whatever the spin limit
+/// ([`ask_spin`]). The holder, running, answers between two units of its
+/// work, within microseconds; asleep, the I/O thread would instead wait to
+/// be woken, and a machine that halts an idle CPU (a virtual machine,
+/// above all) takes tens of microseconds to do that, on every round trip
+/// of an I/O thread beside a CPU thread. Once per preemption, this look
+/// costs at most its length; longer spins for every waiter cost the
+/// I/O thread beside two CPU threads, this one does not
+/// (`docs/policies.md`, "The preempting look", has the measurements).
+pub(crate) const PREEMPT_LOOK: Duration = Duration::from_micros(10);
+
+/// How long a waiter that has just asked the holder to drop at once
+/// watches the lock word for the release before sleeping, given the spin
+/// limit (`spin`, `None` without one): the spin limit, and for a
+/// preemption ([`preempts`]) at least [`PREEMPT_LOOK`]. The caller leaves
+/// out every spin while the CPUs it may use are one or fewer.
+pub(crate) fn ask_spin(spin: Option<Duration>, preemption: bool) -> Option<Duration> {
+    if preemption {
+        Some(spin.map_or(PREEMPT_LOOK, |limit| limit.max(PREEMPT_LOOK)))
+    } else {
+        spin
+    }
+}
+
 /// How many threads wait, by class: the waiting room's census, kept under
 /// its mutex.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -1296,6 +1322,19 @@ mod tests {
 
     fn us(n: u64) -> Duration {
         Duration::from_micros(n)
+    }
+
+    #[test]
+    fn a_preempting_ask_looks_at_least_preempt_look_and_others_spin_the_limit() {
+        // A preemption looks PREEMPT_LOOK without a spin limit, and the
+        // longer of the two with one.
+        assert_eq!(ask_spin(None, true), Some(PREEMPT_LOOK));
+        assert_eq!(ask_spin(Some(us(5)), true), Some(PREEMPT_LOOK));
+        assert_eq!(ask_spin(Some(us(50)), true), Some(us(50)));
+        // Any other ask (the end of an interval, a starving waiter) spins
+        // only with a spin limit, and for it.
+        assert_eq!(ask_spin(None, false), None);
+        assert_eq!(ask_spin(Some(us(5)), false), Some(us(5)));
     }
 
     #[test]

@@ -443,8 +443,9 @@ fn lazy_takeover_vs_reclaim_exactly_one_wins() {
 fn priority_io_waiter_preempts_a_cpu_holder_without_a_timeout() {
     // No clock: no waiter can ever time out. C is CPU-class (its last
     // release was forced) and spins until asked to drop; I, a fresh
-    // (I/O-class) thread, must get it to drop at once — also when I spins
-    // before sleeping (it lets go of the mutex to spin), and under the
+    // (I/O-class) thread, must get it to drop at once. I looks for the
+    // release before sleeping, letting go of the mutex meanwhile (the
+    // preempting look, with or without a spin limit), also under the
     // monitor.
     for config in [
         GilConfig::new(),

@@ -71,9 +71,11 @@ pub struct gil_config_t {
     /// the lock before it sleeps (at most 10000): a waiter that has just
     /// asked the holder to drop, a holder that dropped on request waiting
     /// for the switch, and (priority) a CPU-class waiter while an I/O-class
-    /// thread holds the lock (see gil-core's `GilConfig::spin_us`). No
-    /// thread spins on a one-CPU machine. Default: 0, no spinning, as in
-    /// CPython.
+    /// thread holds the lock (see gil-core's `GilConfig::spin_us`). Under
+    /// the priority policy an I/O-class thread that has just asked a
+    /// CPU-class holder to drop watches at least 10 us, whatever the limit.
+    /// No thread spins on a one-CPU machine. Default: 0, no spinning but
+    /// that look (CPython has no spin).
     pub spin_us: u32,
     /// Bounded laps (priority policy or monitor): a running thread may take
     /// the free lock before the first waiter in line only while it has

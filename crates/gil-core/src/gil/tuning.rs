@@ -94,6 +94,14 @@ impl Tuning {
         self.spin.filter(|_| crate::sync::spinning_helps())
     }
 
+    /// How long the calling thread, having just asked the holder to drop
+    /// at once (a preemption if `preemption`), watches for the release
+    /// before it sleeps ([`policy::ask_spin`]): none while the CPUs it may
+    /// use are one or fewer, as every spin.
+    pub(super) fn ask_spin(&self, preemption: bool) -> Option<Duration> {
+        policy::ask_spin(self.spin, preemption).filter(|_| crate::sync::spinning_helps())
+    }
+
     /// The switch interval in microseconds, as set.
     pub(super) fn interval_us(&self) -> u64 {
         self.interval_us.load(Relaxed)

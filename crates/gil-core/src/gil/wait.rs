@@ -11,7 +11,7 @@
 //! until woken. The rules are [`crate::policy`]'s.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::room::{Slow, WaitRoom, Waiter};
 use super::word::{LOCKED, SYSCALL};
@@ -132,7 +132,7 @@ impl Gil {
                 let due = self.look_locked(room);
                 if due.ask.is_some() {
                     self.request_drop_for(slow, room, w);
-                    if self.spin_for_release(room) {
+                    if self.spin_for_release(room, self.inner.tuning.ask_spin(false)) {
                         continue;
                     }
                 } else if due.take_over || due.starve || due.turn_over {
@@ -164,21 +164,21 @@ impl Gil {
     }
 
     /// Asks the holder to drop at once for waiter `w` (a preemption,
-    /// counted as one if `preemption`), then spins for the release if
-    /// configured: whether it spun.
+    /// counted as one if `preemption`), then watches for the release as
+    /// long as [`policy::ask_spin`] says: whether it spun.
     fn ask_at_once(&self, slow: &Slow, room: &mut MutexGuard<'_, WaitRoom>, w: &Waiter<'_>, preemption: bool) -> bool {
         if preemption {
             self.inner.tally.preemption();
         }
         self.request_drop_for(slow, room, w);
-        self.spin_for_release(room)
+        self.spin_for_release(room, self.inner.tuning.ask_spin(preemption))
     }
 
-    /// After a drop request, with a spin limit: watches the lock word,
-    /// without the mutex, for the holder to let go before sleeping (see
-    /// `GilConfig::spin_us`). Whether it spun.
-    fn spin_for_release(&self, room: &mut MutexGuard<'_, WaitRoom>) -> bool {
-        let Some(limit) = self.inner.tuning.spin_limit() else {
+    /// After a drop request, for up to `limit` (`None`: not at all):
+    /// watches the lock word, without the mutex, for the holder to let go
+    /// before sleeping (see `GilConfig::spin_us`). Whether it spun.
+    fn spin_for_release(&self, room: &mut MutexGuard<'_, WaitRoom>, limit: Option<Duration>) -> bool {
+        let Some(limit) = limit else {
             return false;
         };
         MutexGuard::unlocked_spinning(room, limit, || spin_while(limit, || self.inner.hot.locked()));

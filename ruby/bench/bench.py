@@ -9,10 +9,10 @@ minutes the first time), then runs echo.rb and cpu.rb with each, in every
 round, one variant after the other (the order rotated each round):
 
   - a TCP echo beside 0, 1 and 2 CPU-bound threads: the time to send M MB
-    in 16 KiB messages and read them back, and 64-byte round trips (p50,
-    p99, p99.9), for stock, for "processes" (stock's echo with 0 threads beside
-    the same spinning work in as many separate processes: no lock shared,
-    the machine's own limit) and for each preset;
+    in 16 KiB messages and read them back, and 64-byte round trips (their
+    total time, p50, p99, p99.9), for stock, for "processes" (stock's echo
+    with 0 threads beside the same spinning work in as many separate
+    processes: no lock shared, the machine's own limit) and for each preset;
   - 1 to 4 CPU-bound threads alone: laps per second and fairness (the
     least-served thread's laps over the most-served one's).
 
@@ -139,9 +139,10 @@ def main():
                 threads, procs = (0, cpu) if as_procs else (cpu, 0)
                 b = run(exes["echo"] + ["bulk", str(threads), str(a.mbytes)], policy, procs, stock["echo"], limit)
                 p = run(exes["echo"] + ["pingpong", str(threads), str(a.pings)], policy, procs, stock["echo"], limit)
-                cell = raw["echo"].setdefault(f"{name}/{cpu}", {"bulk_s": [], "p50_us": [], "p99_us": [],
-                                                                 "p999_us": []})
+                cell = raw["echo"].setdefault(f"{name}/{cpu}", {"bulk_s": [], "pings_s": [], "p50_us": [],
+                                                                 "p99_us": [], "p999_us": []})
                 cell["bulk_s"].append(float(b["seconds"]))
+                cell["pings_s"].append(float(p["seconds"]))
                 for k in ("p50_us", "p99_us", "p999_us"):
                     cell[k].append(float(p[k]))
         for n in (1, 2, 3, 4):
@@ -164,13 +165,13 @@ def main():
     names = [v[0] for v in variants]
     for cpu in (0, 1, 2):
         print(f"\nbeside {cpu} CPU-bound thread(s):\n")
-        print("| variant | bulk s | p50 us | p99 us | p99.9 us |\n|---|---|---|---|---|")
+        print("| variant | bulk s | ping-pong s | p50 us | p99 us | p99.9 us |\n|---|---|---|---|---|---|")
         for name in names:
             cell = raw["echo"].get(f"{name}/{cpu}")
             if cell is None:
                 continue
             print(f"| {name} | " + " | ".join(f"{med(cell[k]):.3g} ({spread(cell[k])})"
-                                              for k in ("bulk_s", "p50_us", "p99_us", "p999_us")) + " |")
+                                              for k in ("bulk_s", "pings_s", "p50_us", "p99_us", "p999_us")) + " |")
     base = med(raw["echo"]["stock/0"]["bulk_s"])
     print(f"\nbulk time over stock alone ({base:.3g} s):\n")
     print("| variant | 0 CPU | 1 CPU | 2 CPU |\n|---|---|---|---|")

@@ -6,7 +6,7 @@
 #   ruby echo.rb bulk CPU_THREADS MBYTES      time to send MBYTES in 16 KiB
 #                                             messages and read them back
 #   ruby echo.rb pingpong CPU_THREADS ROUNDS  64-byte round trips: p50, p99,
-#                                             p99.9, max
+#                                             p99.9, max, and their sum
 #   ruby echo.rb spin                         spins until killed (the CPU
 #                                             work as a separate process)
 #
@@ -97,8 +97,8 @@ def pingpong(cpu, rounds)
     end
     times.sort!
     q = ->(p) { times[[rounds - 1, (p * rounds).to_i].min] * 1e6 }
-    printf("pingpong cpu=%d rounds=%d p50_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f\n",
-           cpu, rounds, q.(0.50), q.(0.99), q.(0.999), times[-1] * 1e6)
+    printf("pingpong cpu=%d rounds=%d p50_us=%.1f p99_us=%.1f p999_us=%.1f max_us=%.1f seconds=%.4f\n",
+           cpu, rounds, q.(0.50), q.(0.99), q.(0.999), times[-1] * 1e6, times.sum)
     $stdout.flush
   end
 end

@@ -306,7 +306,8 @@ typedef struct {
   // for the switch, and (priority) a CPU-class waiter while an I/O-class
   // thread holds the lock (see gil-core's `GilConfig::spin_us`). Under
   // the priority policy an I/O-class thread that has just asked a
-  // CPU-class holder to drop watches at least 10 us, whatever the limit.
+  // CPU-class holder to drop watches at least 10 us, whatever the limit,
+  // if no other I/O-class thread waits.
   // No thread spins on a one-CPU machine. Default: 0, no spinning but
   // that look (CPython has no spin).
   uint32_t spin_us;

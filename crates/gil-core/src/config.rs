@@ -540,9 +540,10 @@ impl GilConfig {
     ///
     /// Under [`Policy::Priority`] an I/O-class thread that has just asked a
     /// CPU-class holder to drop at once (a preemption) watches for the
-    /// release at least 10 µs, with any limit and with none: the holder,
-    /// running, lets go within microseconds, and the look spares the I/O
-    /// thread a wake-up at every round trip beside a CPU thread.
+    /// release at least 10 µs, with any limit and with none, if no other
+    /// I/O-class thread waits: the holder, running, lets go within
+    /// microseconds, and the look spares the I/O thread a wake-up at every
+    /// round trip beside a CPU thread.
     ///
     /// 0 (the default): no spinning but that look (CPython has no spin). A
     /// thread that may use one CPU or fewer when it waits (its CPU

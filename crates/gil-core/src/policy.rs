@@ -87,17 +87,21 @@ pub(crate) const WATCH_HOLD: Duration = Duration::from_micros(10);
 /// above all) takes tens of microseconds to do that, on every round trip
 /// of an I/O thread beside a CPU thread. Once per preemption, this look
 /// costs at most its length; longer spins for every waiter cost the
-/// I/O thread beside two CPU threads, this one does not
-/// (`docs/policies.md`, "The preempting look", has the measurements).
+/// I/O thread beside two CPU threads, this one does not. Only the room's
+/// one I/O-class waiter looks: with others waiting, the lock is not its
+/// next, and a look would hold a CPU that they, their peers and a holder
+/// the kernel has put aside need (`docs/policies.md`, "The preempting
+/// look", has the measurements).
 pub(crate) const PREEMPT_LOOK: Duration = Duration::from_micros(10);
 
 /// How long a waiter that has just asked the holder to drop at once
 /// watches the lock word for the release before sleeping, given the spin
-/// limit (`spin`, `None` without one): the spin limit, and for a
-/// preemption ([`preempts`]) at least [`PREEMPT_LOOK`]. The caller leaves
-/// out every spin while the CPUs it may use are one or fewer.
-pub(crate) fn ask_spin(spin: Option<Duration>, preemption: bool) -> Option<Duration> {
-    if preemption {
+/// limit (`spin`, `None` without one) and who waits (`census`, the asker
+/// included): the spin limit, and for a preemption ([`preempts`]) by the
+/// only I/O-class waiter at least [`PREEMPT_LOOK`]. The caller leaves out
+/// every spin while the CPUs it may use are one or fewer.
+pub(crate) fn ask_spin(spin: Option<Duration>, preemption: bool, census: Census) -> Option<Duration> {
+    if preemption && census.io <= 1 {
         Some(spin.map_or(PREEMPT_LOOK, |limit| limit.max(PREEMPT_LOOK)))
     } else {
         spin
@@ -1325,16 +1329,26 @@ mod tests {
     }
 
     #[test]
-    fn a_preempting_ask_looks_at_least_preempt_look_and_others_spin_the_limit() {
-        // A preemption looks PREEMPT_LOOK without a spin limit, and the
+    fn a_lone_preempting_ask_looks_at_least_preempt_look_and_others_spin_the_limit() {
+        // A preemption by the only I/O-class waiter (CPU-class ones may
+        // wait too) looks PREEMPT_LOOK without a spin limit, and the
         // longer of the two with one.
-        assert_eq!(ask_spin(None, true), Some(PREEMPT_LOOK));
-        assert_eq!(ask_spin(Some(us(5)), true), Some(PREEMPT_LOOK));
-        assert_eq!(ask_spin(Some(us(50)), true), Some(us(50)));
-        // Any other ask (the end of an interval, a starving waiter) spins
-        // only with a spin limit, and for it.
-        assert_eq!(ask_spin(None, false), None);
-        assert_eq!(ask_spin(Some(us(5)), false), Some(us(5)));
+        for alone in [census(1, 0, 0), census(1, 2, 1)] {
+            assert_eq!(ask_spin(None, true, alone), Some(PREEMPT_LOOK));
+            assert_eq!(ask_spin(Some(us(5)), true, alone), Some(PREEMPT_LOOK));
+            assert_eq!(ask_spin(Some(us(50)), true, alone), Some(us(50)));
+        }
+        // With another I/O-class waiter, and for any other ask (the end of
+        // an interval, a starving waiter), only the spin limit, if any.
+        for (preemption, who) in [
+            (true, census(2, 0, 0)),
+            (true, census(16, 1, 0)),
+            (false, census(1, 0, 0)),
+        ] {
+            assert_eq!(ask_spin(None, preemption, who), None);
+            assert_eq!(ask_spin(Some(us(5)), preemption, who), Some(us(5)));
+            assert_eq!(ask_spin(Some(us(50)), preemption, who), Some(us(50)));
+        }
     }
 
     #[test]

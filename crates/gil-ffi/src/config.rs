@@ -73,7 +73,8 @@ pub struct gil_config_t {
     /// for the switch, and (priority) a CPU-class waiter while an I/O-class
     /// thread holds the lock (see gil-core's `GilConfig::spin_us`). Under
     /// the priority policy an I/O-class thread that has just asked a
-    /// CPU-class holder to drop watches at least 10 us, whatever the limit.
+    /// CPU-class holder to drop watches at least 10 us, whatever the limit,
+    /// if no other I/O-class thread waits.
     /// No thread spins on a one-CPU machine. Default: 0, no spinning but
     /// that look (CPython has no spin).
     pub spin_us: u32,

@@ -95,11 +95,11 @@ impl Tuning {
     }
 
     /// How long the calling thread, having just asked the holder to drop
-    /// at once (a preemption if `preemption`), watches for the release
-    /// before it sleeps ([`policy::ask_spin`]): none while the CPUs it may
-    /// use are one or fewer, as every spin.
-    pub(super) fn ask_spin(&self, preemption: bool) -> Option<Duration> {
-        policy::ask_spin(self.spin, preemption).filter(|_| crate::sync::spinning_helps())
+    /// at once (a preemption if `preemption`) while `census` wait, watches
+    /// for the release before it sleeps ([`policy::ask_spin`]): none while
+    /// the CPUs it may use are one or fewer, as every spin.
+    pub(super) fn ask_spin(&self, preemption: bool, census: policy::Census) -> Option<Duration> {
+        policy::ask_spin(self.spin, preemption, census).filter(|_| crate::sync::spinning_helps())
     }
 
     /// The switch interval in microseconds, as set.

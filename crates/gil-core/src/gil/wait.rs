@@ -132,7 +132,7 @@ impl Gil {
                 let due = self.look_locked(room);
                 if due.ask.is_some() {
                     self.request_drop_for(slow, room, w);
-                    if self.spin_for_release(room, self.inner.tuning.ask_spin(false)) {
+                    if self.spin_for_release(room, self.inner.tuning.ask_spin(false, room.census())) {
                         continue;
                     }
                 } else if due.take_over || due.starve || due.turn_over {
@@ -171,7 +171,7 @@ impl Gil {
             self.inner.tally.preemption();
         }
         self.request_drop_for(slow, room, w);
-        self.spin_for_release(room, self.inner.tuning.ask_spin(preemption))
+        self.spin_for_release(room, self.inner.tuning.ask_spin(preemption, room.census()))
     }
 
     /// After a drop request, for up to `limit` (`None`: not at all):
